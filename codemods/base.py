@@ -1,0 +1,189 @@
+"""Shared vocabulary of every codemod: rules, findings, options and the per-file context.
+
+A codemod maps a libcst module (plus repo facts) to a module and findings. It never does I/O.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+FIX = "fix"          # the code was rewritten
+WARNING = "warning"  # manual follow-up needed, or behaviour changed in a way the user must know
+INFO = "info"        # informational note
+
+SEVERITIES = (FIX, WARNING, INFO)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A stable rule code with the text `apex2amp explain CODE` prints."""
+
+    code: str
+    name: str
+    summary: str
+    fixes: bool
+    severity: str
+    why: str
+    before: str = ""
+    after: str = ""
+
+
+RULES: Dict[str, Rule] = {}
+
+
+def rule(code: str, name: str, summary: str, *, fixes: bool, severity: str, why: str,
+         before: str = "", after: str = "") -> Rule:
+    """Register a rule (codes are unique and stable) and return it."""
+    if code in RULES and RULES[code].name != name:
+        raise ValueError(f"duplicate rule code {code}")
+    r = Rule(code, name, summary, fixes, severity, why.strip(), before.strip("\n"), after.strip("\n"))
+    RULES[code] = r
+    return r
+
+
+@dataclass
+class Finding:
+    """One change made or one thing left for a human, at a 1-based line/column of the original file."""
+
+    code: str
+    message: str
+    line: int = 0
+    col: int = 0
+    severity: str = WARNING
+    fixed: bool = False
+    new_line: int = 0  # line in the rewritten text, when known
+    cell: Optional[int] = None  # notebook cell index, when the file is a notebook
+    ignored: bool = False  # suppressed by an `# apex2amp: ignore` comment
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Options:
+    """User-selectable settings that change what codemods emit."""
+
+    dtype: str = "float16"          # "float16" or "bfloat16"
+    min_torch: Tuple[int, int] = (2, 4)
+    device: str = "cuda"
+
+    @property
+    def use_scaler(self) -> bool:
+        return self.dtype == "float16"
+
+    @property
+    def grad_scaler_callee(self) -> str:
+        """Spelling of the GradScaler class for the lowest supported torch."""
+        return "torch.amp.GradScaler" if self.min_torch >= (2, 3) else "torch.cuda.amp.GradScaler"
+
+    @property
+    def custom_fwd_prefix(self) -> str:
+        return "torch.amp" if self.min_torch >= (2, 4) else "torch.cuda.amp"
+
+
+@dataclass
+class RepoFacts:
+    """What pass 1 learned about the whole run, shared with every file in pass 2.
+
+    `scaler_functions` maps a module's dotted name to the functions that receive a `scaler`
+    parameter in this run, so call sites in other modules pass it along.
+    """
+
+    scaler_functions: Dict[str, List[str]] = field(default_factory=dict)
+    spawn_entries: Dict[str, Any] = field(default_factory=dict)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def merge(self, other: "RepoFacts") -> None:
+        for mod, funcs in other.scaler_functions.items():
+            known = self.scaler_functions.setdefault(mod, [])
+            known.extend(f for f in funcs if f not in known)
+        self.spawn_entries.update(other.spawn_entries)
+        for key, value in other.extra.items():
+            self.extra.setdefault(key, value)
+
+
+class FileContext:
+    """Per-file state a codemod reads (path, options, facts) and writes (findings, launch notes)."""
+
+    def __init__(self, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
+                 facts: Optional[RepoFacts] = None, select: Optional[Callable[[str], bool]] = None):
+        self.path = path
+        self.module_name = module_name
+        self.options = options or Options()
+        self.facts = facts or RepoFacts()
+        self.findings: List[Finding] = []
+        self.launch_notes: List[Dict[str, Any]] = []  # torchrun lines etc., for the report
+        self.select = select or (lambda code: True)
+        self.exported: RepoFacts = RepoFacts()  # facts this file contributes (pass 1)
+        self._positions: Any = None
+        self._stage_findings: List[Finding] = []
+        self.suppressions: Any = None  # codemods.suppression.Suppressions of the current stage's text
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        pos = self._positions.get(node) if self._positions is not None else None
+        return pos.start.line if pos is not None else 0
+
+    def suppressed(self, node: cst.CSTNode, code: str) -> bool:
+        """Whether an `# apex2amp: ignore` comment covers `node` for `code` (then leave it alone)."""
+        if not self.suppressions:
+            return False
+        pos = self._positions.get(node) if self._positions is not None else None
+        if pos is None:
+            return False
+        return self.suppressions.covers(pos.start.line, code) or self.suppressions.covers(pos.end.line, code)
+
+    def enabled(self, code: str) -> bool:
+        return self.select(code)
+
+    def report(self, node: Optional[cst.CSTNode], code: str, message: str, *, fixed: bool = False,
+               severity: Optional[str] = None) -> None:
+        """Record a finding at `node` (a node of the module the current stage was given)."""
+        line = col = 0
+        if node is not None and self._positions is not None:
+            pos = self._positions.get(node)
+            if pos is not None:
+                line, col = pos.start.line, pos.start.column + 1
+        r = RULES.get(code)
+        sev = severity or (r.severity if r else WARNING)
+        f = Finding(code, message, line, col, sev, fixed)
+        self._stage_findings.append(f)
+
+    def begin_stage(self, positions: Any) -> None:
+        self._positions = positions
+        self._stage_findings = []
+
+    def end_stage(self) -> List[Finding]:
+        out, self._stage_findings = self._stage_findings, []
+        return out
+
+
+class Codemod:
+    """Base class of one migration concern.
+
+    Subclasses set NAME, DESCRIPTION, CODES (rule codes they may emit) and PREFILTER (byte strings of
+    which at least one must occur in a file for the codemod to run) and implement `transform`.
+    `analyze` may contribute repo facts in pass 1.
+    """
+
+    NAME = "base"
+    DESCRIPTION = ""
+    CODES: Tuple[str, ...] = ()
+    PREFILTER: Tuple[bytes, ...] = ()
+
+    def matches(self, data: bytes) -> bool:
+        return any(p in data for p in self.PREFILTER)
+
+    def analyze(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> None:
+        """Pass 1: record facts about this file in ctx.exported (default: nothing)."""
+
+    def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
+        """Pass 2: return the new module; report findings through ctx.report."""
+        raise NotImplementedError
+
+
+def position_map(wrapper: cst.MetadataWrapper) -> Any:
+    return wrapper.resolve(PositionProvider)

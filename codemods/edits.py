@@ -1,0 +1,235 @@
+"""Planned edits keyed by node identity, applied in one transform.
+
+Codemods first analyse the original tree (with metadata) and record what to change at which node;
+`apply_plan` then rewrites the tree once. Blocks a removal empties are cleaned up: an emptied `if`
+without `else` goes, an emptied `else` goes, an emptied `try` goes with its handlers, and any other
+emptied block gets `pass`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import libcst as cst
+
+StmtList = List[cst.BaseStatement]
+
+
+class EditPlan:
+    def __init__(self) -> None:
+        self.replace_node: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self.replace_stmt: Dict[cst.CSTNode, StmtList] = {}
+        self.before: Dict[cst.CSTNode, StmtList] = {}
+        self.after: Dict[cst.CSTNode, StmtList] = {}
+        self.transforms: Dict[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]] = {}
+        self.wraps: List[Tuple[cst.BaseStatement, cst.BaseStatement, Callable[[StmtList], cst.BaseStatement]]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.replace_node or self.replace_stmt or self.before or self.after
+                    or self.transforms or self.wraps)
+
+    def touched(self) -> List[cst.CSTNode]:
+        out: List[cst.CSTNode] = []
+        out.extend(self.replace_node)
+        out.extend(self.replace_stmt)
+        out.extend(self.before)
+        out.extend(self.after)
+        out.extend(self.transforms)
+        return out
+
+    def remove(self, stmt: cst.CSTNode) -> None:
+        self.replace_stmt[stmt] = []
+
+    def insert_before(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+        self.before.setdefault(stmt, []).extend(new)
+
+    def insert_after(self, stmt: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> None:
+        self.after.setdefault(stmt, []).extend(new)
+
+    def wrap(self, first: cst.BaseStatement, last: cst.BaseStatement,
+             make: Callable[[StmtList], cst.BaseStatement]) -> None:
+        self.wraps.append((first, last, make))
+
+
+def contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    """Whether `inner` (by identity) is `outer` or inside it."""
+    if outer is inner:
+        return True
+    found = False
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            if node is inner:
+                found = True
+            return not found
+
+    outer.visit(V())
+    return found
+
+
+_PASS_MARK = "__apex2amp_pass__"
+
+
+def _pass_stmt() -> cst.SimpleStatementLine:
+    return cst.SimpleStatementLine(body=[cst.Pass()])
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, plan: EditPlan):
+        super().__init__()
+        self.plan = plan
+        self.produced: Dict[int, int] = {}  # id(original stmt) -> how many statements it became
+        self.emptied: set = set()  # ids of updated blocks that our removals emptied
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+                 ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
+        func = getattr(self, f"leave_{type(original_node).__name__}", None)
+        if func is not None:
+            updated_node = func(original_node, updated_node)
+            if isinstance(updated_node, (cst.RemovalSentinel, cst.FlattenSentinel)):
+                return updated_node
+        return self._generic(original_node, updated_node)
+
+    def _generic(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+                 ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
+        plan = self.plan
+        node = updated_node
+        if original_node in plan.transforms:
+            node = plan.transforms[original_node](node)
+        if original_node in plan.replace_node:
+            node = plan.replace_node[original_node]
+        is_stmt = isinstance(original_node, (cst.BaseStatement, cst.BaseSmallStatement))
+        if is_stmt and isinstance(original_node, cst.BaseStatement):
+            node = self._clean_compound(node)
+        if not is_stmt:
+            return node
+        stmts: List[cst.CSTNode]
+        if original_node in plan.replace_stmt:
+            stmts = list(plan.replace_stmt[original_node])
+            if stmts and isinstance(original_node, cst.BaseStatement) and isinstance(stmts[0], cst.BaseStatement):
+                lead = getattr(original_node, "leading_lines", ())
+                if lead and not getattr(stmts[0], "leading_lines", ()):
+                    stmts[0] = stmts[0].with_changes(leading_lines=lead)
+        elif node is None:
+            stmts = []
+        else:
+            stmts = [node]
+        before = list(plan.before.get(original_node, []))
+        after = list(plan.after.get(original_node, []))
+        if before and stmts and getattr(stmts[0], "leading_lines", None):
+            lead = stmts[0].leading_lines
+            before[0] = before[0].with_changes(leading_lines=lead)
+            stmts[0] = stmts[0].with_changes(leading_lines=[])
+        out = before + stmts + after
+        self.produced[id(original_node)] = len(out)
+        if len(out) == 1 and out[0] is updated_node:
+            return updated_node
+        if not out:
+            return cst.RemovalSentinel.REMOVE
+        return cst.FlattenSentinel(out)
+
+    # -- blocks -----------------------------------------------------------------------------
+    def _regroup(self, original_body: Sequence[cst.CSTNode], updated_body: Sequence[cst.CSTNode]
+                 ) -> List[cst.CSTNode]:
+        wraps = [w for w in self.plan.wraps if any(s is w[0] for s in original_body)]
+        if not wraps:
+            return list(updated_body)
+        segments: List[List[cst.CSTNode]] = []
+        pos = 0
+        for s in original_body:
+            n = self.produced.get(id(s), 1)
+            segments.append(list(updated_body[pos:pos + n]))
+            pos += n
+        result: List[cst.CSTNode] = []
+        i = 0
+        while i < len(original_body):
+            w = next((w for w in wraps if w[0] is original_body[i]), None)
+            if w is None:
+                result.extend(segments[i])
+                i += 1
+                continue
+            j = i
+            while j < len(original_body) and original_body[j] is not w[1]:
+                j += 1
+            inner: List[cst.CSTNode] = []
+            for k in range(i, min(j, len(original_body) - 1) + 1):
+                inner.extend(segments[k])
+            if not inner:
+                i = j + 1
+                continue
+            lead = getattr(inner[0], "leading_lines", ())
+            inner[0] = inner[0].with_changes(leading_lines=[])
+            wrapped = w[2](inner)
+            result.append(wrapped.with_changes(leading_lines=lead))
+            i = j + 1
+        return result
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+                            ) -> cst.IndentedBlock:
+        body = self._regroup(original_node.body, updated_node.body)
+        if not body:
+            new = updated_node.with_changes(body=[_pass_stmt()])
+            self.emptied.add(id(new))
+            return new
+        return updated_node.with_changes(body=body)
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
+                                   updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
+        if not updated_node.body:
+            new = updated_node.with_changes(body=[cst.Pass()])
+            self.emptied.add(id(new))
+            return new
+        return updated_node
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine
+                                  ) -> Union[cst.BaseStatement, cst.RemovalSentinel]:
+        if not updated_node.body and original_node not in self.plan.replace_stmt:
+            self.produced[id(original_node)] = 0 + len(self.plan.before.get(original_node, [])) + len(
+                self.plan.after.get(original_node, []))
+            if self.produced[id(original_node)]:
+                return cst.FlattenSentinel(list(self.plan.before.get(original_node, []))
+                                           + list(self.plan.after.get(original_node, [])))
+            return cst.RemovalSentinel.REMOVE
+        return updated_node
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=self._regroup(original_node.body, updated_node.body))
+
+    def _clean_compound(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """Drop compound statements that our removals emptied."""
+        if isinstance(node, cst.If):
+            body_empty = id(node.body) in self.emptied
+            orelse = node.orelse
+            if orelse is not None:
+                ob = orelse.body
+                if isinstance(orelse, cst.Else) and id(ob) in self.emptied:
+                    node = node.with_changes(orelse=None)
+                    orelse = None
+            if body_empty and orelse is None:
+                return None
+            if body_empty and isinstance(orelse, cst.Else):
+                test = node.test
+                neg = cst.UnaryOperation(cst.Not(), _paren_if_needed(test))
+                return node.with_changes(test=neg, body=orelse.body, orelse=None)
+            return node
+        if isinstance(node, cst.Try):
+            if id(node.body) in self.emptied:
+                return None
+            return node
+        if isinstance(node, (cst.With, cst.For, cst.While)) and id(node.body) in self.emptied:
+            return node
+        return node
+
+
+def _paren_if_needed(expr: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
+    """Apply `plan` to `module` (the very tree whose nodes the plan names)."""
+    if not plan:
+        return module
+    return module.visit(_Apply(plan))

@@ -1,0 +1,278 @@
+"""Name resolution through imports, without libcst's full QualifiedNameProvider.
+
+An `ImportTable` lists, for each local name a module binds by importing, the dotted names it may
+refer to (a name bound by two imports, say apex's DDP in one branch and torch's in another, has
+both). `qualified_names(expr)` maps `amp.initialize` to `{"apex.amp.initialize"}` when `amp` came
+from `from apex import amp` or `import apex.amp as amp`, and to nothing when `amp` is a local object.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+import libcst as cst
+
+
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: List[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def module_dotted(node: Optional[cst.BaseExpression]) -> str:
+    if node is None:
+        return ""
+    return dotted_name(node) or ""
+
+
+class ImportTable:
+    """Local names bound by imports anywhere in a module, with the statements that bind them."""
+
+    def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False):
+        self.bindings: Dict[str, Set[str]] = {}
+        self.statements: Dict[str, List[cst.CSTNode]] = {}  # local name -> import statements binding it
+        self.star_modules: Dict[str, List[cst.ImportFrom]] = {}
+        self.module_name = module_name
+        self.is_package = is_package
+        module.visit(_Collector(self))
+
+    def _bind(self, local: str, qualified: str, stmt: cst.CSTNode) -> None:
+        self.bindings.setdefault(local, set()).add(qualified)
+        self.statements.setdefault(local, []).append(stmt)
+
+    def resolve_relative(self, dots: int, module: str) -> str:
+        if dots == 0:
+            return module
+        parts = self.module_name.split(".") if self.module_name else []
+        if not self.is_package:
+            parts = parts[:-1]
+        if dots > 1:
+            parts = parts[: len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
+        base = ".".join(parts)
+        if module:
+            return f"{base}.{module}" if base else module
+        return base
+
+    def qualified_names(self, node: cst.BaseExpression) -> Set[str]:
+        """Every dotted name `node` may refer to through the module's imports."""
+        name = dotted_name(node)
+        if name is None:
+            return set()
+        return self.qualify(name)
+
+    def qualify(self, name: str) -> Set[str]:
+        head, _, rest = name.partition(".")
+        out: Set[str] = set()
+        for q in self.bindings.get(head, ()):
+            out.add(f"{q}.{rest}" if rest else q)
+        return out
+
+    def refers_to(self, node: cst.BaseExpression, *targets: str) -> bool:
+        qs = self.qualified_names(node)
+        return any(q in targets for q in qs)
+
+    def refers_under(self, node: cst.BaseExpression, prefix: str) -> bool:
+        return any(q == prefix or q.startswith(prefix + ".") for q in self.qualified_names(node))
+
+    def locals_for(self, qualified: str) -> List[str]:
+        """Local names bound exactly to `qualified`."""
+        return [local for local, qs in self.bindings.items() if qualified in qs]
+
+    def names_under(self, prefix: str) -> List[str]:
+        return [local for local, qs in self.bindings.items()
+                if any(q == prefix or q.startswith(prefix + ".") for q in qs)]
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, table: ImportTable):
+        self.table = table
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = module_dotted(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.table._bind(alias.asname.name.value, full, node)
+            else:
+                self.table._bind(full.split(".")[0], full.split(".")[0], node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        dots = len(node.relative)
+        base = self.table.resolve_relative(dots, module_dotted(node.module))
+        if isinstance(node.names, cst.ImportStar):
+            self.table.star_modules.setdefault(base, []).append(node)
+            return
+        for alias in node.names:
+            name = module_dotted(alias.name)
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.table._bind(local, f"{base}.{name}" if base else name, node)
+
+
+def names_read(node: cst.CSTNode) -> Set[str]:
+    """Names loaded anywhere inside `node` (heads of attribute chains included, attrs excluded)."""
+    out: Set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Import(self, n: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, n: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Param(self, n: cst.Param) -> bool:
+            if n.default is not None:
+                n.default.visit(self)
+            if n.annotation is not None:
+                n.annotation.visit(self)
+            return False
+
+    node.visit(V())
+    return out
+
+
+def assigned_names(stmt: cst.CSTNode) -> Set[str]:
+    """Names (or dotted attribute targets like `self.loss`) a statement assigns at its own level."""
+    out: Set[str] = set()
+
+    def add_target(t: cst.BaseExpression) -> None:
+        if isinstance(t, (cst.Tuple, cst.List)):
+            for el in t.elements:
+                add_target(el.value)
+        elif isinstance(t, cst.StarredElement):
+            add_target(t.value)
+        else:
+            d = dotted_name(t)
+            if d:
+                out.add(d)
+            elif isinstance(t, cst.Subscript):
+                d = dotted_name(t.value)
+                if d:
+                    out.add(d)
+
+    class V(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> None:
+            for t in n.targets:
+                add_target(t.target)
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            add_target(n.target)
+
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            add_target(n.target)
+
+        def visit_AsName(self, n: cst.AsName) -> None:
+            add_target(n.name)  # type: ignore[arg-type]
+
+        def visit_For(self, n: cst.For) -> None:
+            add_target(n.target)
+
+        def visit_NamedExpr(self, n: cst.NamedExpr) -> None:
+            add_target(n.target)
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            out.add(n.name.value)
+            return False
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            out.add(n.name.value)
+            return False
+
+        def visit_Lambda(self, n: cst.Lambda) -> bool:
+            return False
+
+    stmt.visit(V())
+    return out
+
+
+def iter_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
+    found: List[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            found.append(n)
+
+    node.visit(V())
+    return found
+
+
+def arg_by(call: cst.Call, index: int, keyword: str) -> Optional[cst.Arg]:
+    """The argument bound to parameter `keyword` at position `index` (None if absent or unclear)."""
+    pos = 0
+    for a in call.args:
+        if a.keyword is not None:
+            if a.keyword.value == keyword:
+                return a
+            continue
+        if a.star:
+            return None if pos <= index else None
+        if pos == index:
+            return a
+        pos += 1
+    return None
+
+
+def has_star_args(call: cst.Call) -> bool:
+    return any(a.star for a in call.args)
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def norm_code(node: cst.CSTNode) -> str:
+    """Whitespace-insensitive code of a node, for comparing expressions."""
+    return "".join(code_of(node).split())
+
+
+def literal_string(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        try:
+            v = node.evaluated_value
+        except Exception:  # pragma: no cover - odd prefixes
+            return None
+        return v if isinstance(v, str) else None
+    return None
+
+
+def literal_number(node: Optional[cst.BaseExpression]) -> Optional[float]:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        try:
+            return float(node.evaluated_value)
+        except Exception:
+            return None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        v = literal_number(node.expression)
+        return -v if v is not None else None
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
+        a, b = literal_number(node.left), literal_number(node.right)
+        if a is not None and b is not None and abs(b) < 400:
+            return a ** b
+    return None
+
+
+def parse_expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def parse_stmt(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+Position = Tuple[int, int]

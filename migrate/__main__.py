@@ -1,0 +1,4 @@
+"""`python -m migrate` runs the apex2amp command line."""
+from .cli import main
+
+main()

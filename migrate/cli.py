@@ -1,0 +1,190 @@
+"""The `apex2amp` command line (click): rewrite, check, verify, explain, rules, convert-checkpoint."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional, Sequence
+
+import click
+
+from codemods.base import Options
+
+from . import __version__
+from .engine import RunConfig, Selection, run
+from .output import emit_run
+
+DTYPES = click.Choice(["float16", "bfloat16", "fp16", "bf16"])
+
+
+def _split(values: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    for v in values:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def _parse_version(text: str) -> tuple:
+    parts = text.strip().split(".")
+    try:
+        return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
+    except ValueError:
+        raise click.BadParameter(f"not a torch version: {text!r} (expected e.g. 2.4)") from None
+
+
+def _norm_dtype(d: Optional[str]) -> Optional[str]:
+    if d is None:
+        return None
+    return {"fp16": "float16", "bf16": "bfloat16"}.get(d, d)
+
+
+def common_options(f):
+    opts = [
+        click.argument("paths", nargs=-1, type=click.Path()),
+        click.option("--select", multiple=True, help="Only these rule codes (prefix match, comma separated)."),
+        click.option("--ignore", multiple=True, help="Skip these rule codes (prefix match, comma separated)."),
+        click.option("--dtype", type=DTYPES, default=None, help="Autocast dtype: float16 (GradScaler) or bfloat16 (no scaler)."),
+        click.option("--min-torch", default=None, help="Lowest torch version the migrated code must support (e.g. 2.1)."),
+        click.option("--exclude", multiple=True, help="Glob of files or folders to skip (repeatable)."),
+        click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default: number of cores)."),
+        click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+                     help="Output format for findings."),
+        click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a Markdown migration report."),
+        click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+                     help="Write json/sarif output to this file instead of stdout."),
+        click.option("--quiet", "-q", is_flag=True, help="Only errors and the exit code."),
+        click.option("--verbose", "-v", is_flag=True, help="Also list unchanged files."),
+        click.option("--show-ignored", is_flag=True, help="List findings suppressed by `# apex2amp: ignore`."),
+        click.option("--color/--no-color", default=None, help="Colour output (default: when on a terminal)."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+                     help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool) -> RunConfig:
+    from .config import load_config
+    file_cfg = load_config(paths, config_path)
+    sel = _split(select) or file_cfg.get("select", [])
+    ign = _split(ignore) or file_cfg.get("ignore", [])
+    if not select and file_cfg.get("extend-ignore"):
+        ign = ign + file_cfg["extend-ignore"]
+    dt = _norm_dtype(dtype) or _norm_dtype(file_cfg.get("dtype")) or "float16"
+    mt = _parse_version(min_torch) if min_torch else (
+        _parse_version(str(file_cfg["min-torch"])) if file_cfg.get("min-torch") else (2, 4))
+    excludes = list(exclude) + list(file_cfg.get("exclude", []))
+    return RunConfig(options=Options(dtype=dt, min_torch=mt), select=Selection(sel, ign), excludes=excludes,
+                     write=write, jobs=jobs if jobs is not None else (os.cpu_count() or 1),
+                     per_file_ignores=file_cfg.get("per-file-ignores", {}))
+
+
+def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet,
+                 verbose, show_ignored, color, config_path, diff: bool = False) -> int:
+    if not paths:
+        paths = (".",)
+    missing = [p for p in paths if not os.path.lexists(p)]
+    for p in missing:
+        click.echo(f"{p}: error: no such file or directory", err=True)
+    try:
+        config = _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path,
+                               write=(mode == "rewrite" and not diff))
+    except (click.BadParameter, ValueError) as e:
+        click.echo(f"error: {e}", err=True)
+        return 2
+    existing = [p for p in paths if os.path.lexists(p)]
+    result = run(existing, config) if existing else None
+    code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
+                    verbose=verbose, show_ignored=show_ignored, color=color)
+    if missing:
+        return 2
+    return code
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="apex2amp")
+def main() -> None:
+    """Migrate NVIDIA apex mixed precision and mp.spawn launches to torch.amp and torchrun."""
+
+
+@main.command()
+@common_options
+@click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
+def rewrite(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
+            show_ignored, color, config_path, diff):
+    """Rewrite files in place (or print a diff with --diff)."""
+    sys.exit(_run_command("rewrite", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
+                          quiet, verbose, show_ignored, color, config_path, diff=diff))
+
+
+@main.command()
+@common_options
+@click.option("--diff", is_flag=True, help="Also print the diff of what rewrite would change.")
+def check(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
+          show_ignored, color, config_path, diff):
+    """Write nothing; list what rewrite would change and every finding."""
+    sys.exit(_run_command("check", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
+                          quiet, verbose, show_ignored, color, config_path, diff=diff))
+
+
+@main.command()
+@click.argument("code", required=False)
+def explain(code: Optional[str]) -> None:
+    """Explain a rule: what it does, why, an example, its severity."""
+    from .explain import explain_text
+    if not code:
+        click.echo("usage: apex2amp explain CODE (see `apex2amp rules`)", err=True)
+        sys.exit(2)
+    text = explain_text(code)
+    if text is None:
+        click.echo(f"error: unknown rule code {code!r} (see `apex2amp rules`)", err=True)
+        sys.exit(2)
+    click.echo(text)
+
+
+@main.command()
+def rules() -> None:
+    """List every rule code with its summary."""
+    from .explain import rules_table
+    click.echo(rules_table())
+
+
+@main.command("convert-checkpoint")
+@click.argument("src", type=click.Path())
+@click.argument("dst", type=click.Path())
+@click.option("--key", default=None, help="Checkpoint key holding the apex amp state (default: found automatically).")
+def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
+    """Convert apex amp / FP16_Optimizer scaler state in a torch.save file to GradScaler state."""
+    from .checkpoint import CheckpointError, convert_checkpoint_file
+    try:
+        msg = convert_checkpoint_file(src, dst, key=key)
+    except CheckpointError as e:
+        click.echo(f"{src}: error: {e}", err=True)
+        sys.exit(2)
+    click.echo(msg)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("original", type=click.Path(exists=True))
+@click.argument("migrated", required=False, type=click.Path(exists=True))
+@click.option("--entry", required=True, help="Entry script, relative to ORIGINAL (and MIGRATED).")
+@click.option("--steps", type=int, default=10, show_default=True, help="Optimizer steps to run on each side.")
+@click.option("--nproc", type=int, default=None, help="Processes per side (torchrun --nproc_per_node).")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--dtype", type=DTYPES, default="float16", show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the verdict as JSON.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Draw both loss curves to a PNG.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per side.")
+@click.option("--tolerance", type=float, default=None, help="Override the per-step relative tolerance.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance, args):
+    """Run ORIGINAL and MIGRATED for N steps each and compare their losses."""
+    from .verify import run_verify
+    sys.exit(run_verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
+                        dtype=_norm_dtype(dtype), json_path=json_path, plot=plot, timeout=timeout,
+                        tolerance=tolerance, args=list(args)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,249 @@
+"""Which files a run looks at: Python sources, notebooks and launch files, minus ignored folders.
+
+Skips version-control folders, virtualenvs, build and cache folders, anything `.gitignore` files
+ignore (a gitwildmatch subset: `*`, `**`, `?`, `[]`, leading `/`, trailing `/`, `!` negation) and
+`--exclude` globs. Files named explicitly on the command line are always taken.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+SKIP_DIRS = {
+    ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".env", ".tox", ".nox", "build", "dist",
+    ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules", "site-packages",
+    ".ipynb_checkpoints", ".cache", "__pypackages__",
+}
+
+PYTHON = "python"
+NOTEBOOK = "notebook"
+SHELL = "shell"
+MARKDOWN = "markdown"
+
+
+def file_kind(path: str) -> Optional[str]:
+    """The kind of a file by its name, or None for files the tool does not handle."""
+    name = os.path.basename(path)
+    low = name.lower()
+    if low.endswith((".py", ".pyw")):
+        return PYTHON
+    if low.endswith(".ipynb"):
+        return NOTEBOOK
+    if low.endswith((".sh", ".bash", ".zsh")) or name in ("Makefile", "makefile", "GNUmakefile") \
+            or low.endswith(".mk") or name == "Dockerfile" or low.startswith("dockerfile") \
+            or low.endswith(".dockerfile") or low.endswith((".slurm", ".sbatch")):
+        return SHELL
+    if low in ("readme.md", "readme.rst", "readme.txt") or low.endswith(".md"):
+        return MARKDOWN
+    return None
+
+
+def _compile_gitignore(pattern: str) -> Tuple[re.Pattern, bool, bool, bool]:
+    """(regex on the path relative to the .gitignore folder, negated, dir_only, anchored)."""
+    neg = pattern.startswith("!")
+    if neg:
+        pattern = pattern[1:]
+    dir_only = pattern.endswith("/")
+    pattern = pattern.rstrip("/")
+    anchored = "/" in pattern
+    pattern = pattern.lstrip("/")
+    i, out = 0, []
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append("/.*")
+            i += 3
+            continue
+        if c == "*":
+            if pattern.startswith("**", i):
+                out.append(".*")
+                i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pattern.find("]", i)
+            if j == -1:
+                out.append(re.escape(c))
+            else:
+                out.append("[" + pattern[i + 1:j].replace("!", "^", 1) + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    body = "".join(out)
+    rx = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
+    return rx, neg, dir_only, anchored
+
+
+class GitIgnore:
+    """The rules of one `.gitignore` file."""
+
+    def __init__(self, folder: str, lines: Sequence[str]):
+        self.folder = folder
+        self.rules = []
+        for line in lines:
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip() or line.startswith("#"):
+                continue
+            line = line.rstrip(" ")
+            if line.startswith("\\"):
+                line = line[1:]
+            self.rules.append(_compile_gitignore(line))
+
+    def match(self, path: str, is_dir: bool) -> Optional[bool]:
+        rel = os.path.relpath(path, self.folder).replace(os.sep, "/")
+        if rel.startswith(".."):
+            return None
+        verdict: Optional[bool] = None
+        for rx, neg, dir_only, _ in self.rules:
+            if dir_only and not is_dir:
+                continue
+            if rx.match(rel):
+                verdict = not neg
+        return verdict
+
+
+def _load_gitignore(folder: str) -> Optional[GitIgnore]:
+    p = os.path.join(folder, ".gitignore")
+    try:
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            return GitIgnore(folder, fh.readlines())
+    except OSError:
+        return None
+
+
+def _ignored(path: str, is_dir: bool, stack: List[GitIgnore]) -> bool:
+    verdict = False
+    for gi in stack:
+        v = gi.match(path, is_dir)
+        if v is not None:
+            verdict = v
+    return verdict
+
+
+def _excluded(path: str, root: str, excludes: Sequence[str]) -> bool:
+    if not excludes:
+        return False
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    name = os.path.basename(path)
+    for pat in excludes:
+        pat = pat.rstrip("/")
+        if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(path, pat) \
+                or rel.startswith(pat + "/"):
+            return True
+    return False
+
+
+def _is_virtualenv(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
+
+
+@dataclass(frozen=True)
+class Discovered:
+    path: str
+    kind: str
+    root: str
+
+
+def discover(paths: Sequence[str], excludes: Sequence[str] = (), kinds: Optional[Sequence[str]] = None
+             ) -> Iterator[Discovered]:
+    """Yield the files to process below `paths`, sorted within each folder, each once."""
+    seen = set()
+    for top in paths:
+        if os.path.isdir(top) and not os.path.islink(top) or (os.path.isdir(top)):
+            root = os.path.abspath(top)
+            for d in _walk(root, excludes, kinds):
+                key = os.path.realpath(d.path) if os.path.exists(d.path) else d.path
+                if key not in seen:
+                    seen.add(key)
+                    yield d
+        else:
+            kind = file_kind(top) or PYTHON
+            if kinds is not None and kind not in kinds:
+                continue
+            key = os.path.realpath(top) if os.path.exists(top) else top
+            if key not in seen:
+                seen.add(key)
+                yield Discovered(top, kind, os.path.dirname(os.path.abspath(top)))
+
+
+def _walk(root: str, excludes: Sequence[str], kinds: Optional[Sequence[str]]) -> Iterator[Discovered]:
+    stack: List[GitIgnore] = []
+    # .gitignore files of enclosing folders up to the repository top apply too
+    parents = []
+    cur = root
+    while True:
+        parents.append(cur)
+        if os.path.isdir(os.path.join(cur, ".git")):
+            break
+        nxt = os.path.dirname(cur)
+        if nxt == cur:
+            parents = [root]
+            break
+        cur = nxt
+    for folder in reversed(parents[1:]):
+        gi = _load_gitignore(folder)
+        if gi:
+            stack.append(gi)
+    yield from _walk_dir(root, root, excludes, kinds, stack, set())
+
+
+def _walk_dir(folder: str, root: str, excludes: Sequence[str], kinds: Optional[Sequence[str]],
+              stack: List[GitIgnore], visited: set) -> Iterator[Discovered]:
+    try:
+        real = os.path.realpath(folder)
+    except OSError:
+        return
+    if real in visited:
+        return
+    visited.add(real)
+    gi = _load_gitignore(folder)
+    if gi:
+        stack = stack + [gi]
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        path = os.path.join(folder, entry.name)
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info") or _is_virtualenv(path):
+                continue
+            if _ignored(path, True, stack) or _excluded(path, root, excludes):
+                continue
+            yield from _walk_dir(path, root, excludes, kinds, stack, visited)
+            continue
+        kind = file_kind(entry.name)
+        if kind is None or (kinds is not None and kind not in kinds):
+            continue
+        if _ignored(path, False, stack) or _excluded(path, root, excludes):
+            continue
+        yield Discovered(path, kind, root)
+
+
+def module_name_for(path: str) -> Tuple[str, bool]:
+    """Dotted module name of a Python file (walking up through packages) and whether it is a package."""
+    path = os.path.abspath(path)
+    folder, base = os.path.split(path)
+    stem = os.path.splitext(base)[0]
+    is_pkg = stem == "__init__"
+    parts = [] if is_pkg else [stem]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        folder, name = os.path.split(folder)
+        parts.insert(0, name)
+        if not name:
+            break
+    return ".".join(p for p in parts if p), is_pkg
