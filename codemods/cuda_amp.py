@@ -1,21 +1,285 @@
-"""deprecated torch.cuda.amp names -> torch.amp.
+"""Deprecated `torch.cuda.amp.*` (and `torch.cpu.amp.*`) names -> `torch.amp` / `torch.autocast`.
 
-Placeholder: the rules of this concern are added by its own change.
+`torch.cuda.amp.autocast(enabled, dtype, cache_enabled)` takes `enabled` first while
+`torch.autocast(device_type, dtype, enabled, cache_enabled)` takes the device first, so positional
+arguments become keywords. `GradScaler` gains the device as its first argument. `custom_fwd` and
+`custom_bwd` need `device_type=` (torch >= 2.4). Every import style is handled; an `autocast` name
+used without being called (e.g. stored and called later without a device) is reported instead.
 """
 from __future__ import annotations
 
+from typing import Dict, List, Optional, Set, Tuple
+
 import libcst as cst
 
-from .base import Codemod, FileContext
+from .base import FIX, WARNING, Codemod, FileContext, rule
+from .edits import EditPlan, apply_plan
+from .importing import ensure_imports
+from .names import ImportTable, dotted_name, has_star_args
+
+rule("A2A150", "cuda-autocast-to-torch-autocast", "`torch.cuda.amp.autocast(...)` -> `torch.autocast(\"cuda\", ...)`",
+     fixes=True, severity=FIX,
+     why="""
+`torch.cuda.amp.autocast` is deprecated since torch 2.4 (FutureWarning). Its first positional parameter
+is `enabled`, while `torch.autocast`'s is the device type, so positional arguments are turned into
+keywords: `torch.cuda.amp.autocast(False)` means `torch.autocast("cuda", enabled=False)`.""",
+     before="""
+from torch.cuda.amp import autocast
+with autocast(args.amp):
+    out = model(x)""",
+     after="""
+from torch.amp import autocast
+with autocast("cuda", enabled=args.amp):
+    out = model(x)""")
+
+rule("A2A151", "cuda-gradscaler-to-torch-amp", "`torch.cuda.amp.GradScaler(...)` -> `torch.amp.GradScaler(\"cuda\", ...)`",
+     fixes=True, severity=FIX,
+     why="""
+`torch.cuda.amp.GradScaler(...)` is exactly `torch.amp.GradScaler("cuda", ...)` (torch >= 2.3) and warns
+from torch 2.4 on. With `--min-torch` below 2.3 the old spelling is kept.""",
+     before="scaler = torch.cuda.amp.GradScaler(init_scale=1024)",
+     after='scaler = torch.amp.GradScaler("cuda", init_scale=1024)')
+
+rule("A2A152", "cuda-custom-fwd-to-torch-amp", "`torch.cuda.amp.custom_fwd/custom_bwd` -> `torch.amp.custom_fwd/custom_bwd(device_type=\"cuda\")`",
+     fixes=True, severity=FIX,
+     why="""
+torch 2.4 moved `custom_fwd`/`custom_bwd` to `torch.amp` with a required keyword `device_type`. The
+bare decorator form becomes a call with `device_type="cuda"`.""",
+     before="""
+@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)
+def forward(ctx, x): ...""",
+     after="""
+@torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+def forward(ctx, x): ...""")
+
+rule("A2A153", "cuda-amp-name-not-called", "deprecated `torch.cuda.amp` name used without a call: migrate by hand",
+     fixes=False, severity=WARNING,
+     why="""
+An `autocast` class stored in a variable or passed around is later called without a device type;
+`torch.amp.autocast` needs one, so the name cannot be swapped mechanically.""",
+     before="ctx = torch.cuda.amp.autocast if use_amp else contextlib.nullcontext",
+     after='ctx = functools.partial(torch.autocast, "cuda") if use_amp else contextlib.nullcontext')
+
+_KINDS = {"autocast": "A2A150", "GradScaler": "A2A151", "custom_fwd": "A2A152", "custom_bwd": "A2A152"}
+_AUTOCAST_POS = ("enabled", "dtype", "cache_enabled")
+
+
+def _device_of(qualified: str) -> Optional[Tuple[str, str]]:
+    """('cuda'|'cpu', member) for a deprecated device-specific amp name."""
+    for dev in ("cuda", "cpu"):
+        prefix = f"torch.{dev}.amp."
+        if qualified.startswith(prefix):
+            member = qualified[len(prefix):]
+            if member in _KINDS:
+                return dev, member
+    return None
 
 
 class DeprecatedCudaAmpToTorchAmp(Codemod):
-    """deprecated torch.cuda.amp names -> torch.amp."""
+    """Rewrite deprecated device-specific amp names to `torch.amp` / `torch.autocast`."""
 
     NAME = "cuda_amp"
     DESCRIPTION = "deprecated torch.cuda.amp names -> torch.amp"
-    CODES = ()
-    PREFILTER = ()
+    CODES = ("A2A150", "A2A151", "A2A152", "A2A153")
+    PREFILTER = (b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp")
+
+    def _allowed(self, member: str, ctx: FileContext) -> bool:
+        if member == "autocast":
+            return True
+        if member == "GradScaler":
+            return ctx.options.min_torch >= (2, 3)
+        return ctx.options.min_torch >= (2, 4)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        return wrapper.module
+        module = wrapper.module
+        table = ImportTable(module, ctx.module_name)
+        plan = EditPlan()
+        called: Set[int] = set()
+        blocked_locals: Set[str] = set()
+        uses: List[Tuple[cst.CSTNode, str, str, Optional[cst.Call], bool]] = []
+
+        class Finder(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.decorator_targets: Set[int] = set()
+
+            def visit_Decorator(self, node: cst.Decorator) -> None:
+                self.decorator_targets.add(id(node.decorator))
+
+            def visit_Call(self, node: cst.Call) -> None:
+                called.add(id(node.func))
+
+            def visit_Import(self, node: cst.Import) -> bool:
+                return False
+
+            def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+                return False
+
+            def visit_Attribute(self, node: cst.Attribute) -> bool:
+                self._check(node)
+                return False
+
+            def visit_Name(self, node: cst.Name) -> None:
+                self._check(node)
+
+            def _check(self, node: cst.BaseExpression) -> None:
+                for q in table.qualified_names(node):
+                    dm = _device_of(q)
+                    if dm:
+                        uses.append((node, dm[0], dm[1], None, id(node) in self.decorator_targets))
+                        return
+
+        finder = Finder()
+        module.visit(finder)
+        calls: Dict[int, cst.Call] = {}
+
+        class CallIndex(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                calls[id(node.func)] = node
+
+        module.visit(CallIndex())
+        need_torch = False
+
+        def head_local(node: cst.CSTNode) -> Optional[str]:
+            head = (dotted_name(node) or "").split(".")[0]  # type: ignore[arg-type]
+            return None if table.qualify(head) == {"torch"} else head
+
+        def problem(node: cst.CSTNode, dev: str, member: str, is_decorator: bool) -> Optional[str]:
+            code = _KINDS[member]
+            if not self._allowed(member, ctx) or ctx.suppressed(node, code):
+                return ""
+            call = calls.get(id(node))
+            head = dotted_name(node) or ""
+            if call is None:
+                if member in ("custom_fwd", "custom_bwd") and is_decorator:
+                    return None
+                if member == "autocast":
+                    return (f"`{head}` is used without a call; torch.amp's autocast needs a device type: "
+                            f"pass `\"{dev}\"` where it is called")
+                return None if head_local(node) else ""
+            if has_star_args(call):
+                return f"`{head}(*args)`: positional order differs in torch.amp; migrate by hand"
+            if member in ("custom_fwd", "custom_bwd") and call.args and call.args[0].keyword is None:
+                return "positional argument to custom_fwd/custom_bwd: migrate by hand"
+            return None
+
+        problems = {id(u[0]): problem(u[0], u[1], u[2], u[4]) for u in uses}
+        for node, dev, member, _, _ in uses:
+            msg = problems[id(node)]
+            if msg is not None:
+                local = head_local(node)
+                if local:
+                    blocked_locals.add(local)
+                if msg:
+                    ctx.report(node, "A2A153", msg)
+        for group in _import_groups(module):
+            if blocked_locals & group:
+                blocked_locals |= group
+        for node, dev, member, _, is_decorator in uses:
+            code = _KINDS[member]
+            local = head_local(node)
+            if problems[id(node)] is not None or (local and local in blocked_locals):
+                continue
+            call = calls.get(id(node))
+            head = dotted_name(node) or ""
+            new_func: cst.BaseExpression = node  # type: ignore[assignment]
+            if local is None:
+                new_func = cst.parse_expression("torch.autocast" if member == "autocast" else f"torch.amp.{member}")
+                need_torch = True
+            if call is None and member not in ("custom_fwd", "custom_bwd"):
+                continue  # an imported GradScaler name used as a value: the import change covers it
+            if member in ("custom_fwd", "custom_bwd"):
+                kw = cst.Arg(cst.SimpleString(f'"{dev}"'), keyword=cst.Name("device_type"),
+                             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                if call is None:
+                    plan.replace_node[node] = cst.Call(func=new_func, args=[kw])
+                else:
+                    args = list(call.args)
+                    if any(a.keyword and a.keyword.value == "device_type" for a in args):
+                        continue
+                    plan.replace_node[call] = call.with_changes(func=new_func, args=[_with_comma(kw, bool(args))] + args)
+                ctx.report(node, code, f"`{head}` -> `torch.amp.{member}(device_type=\"{dev}\")`", fixed=True)
+                continue
+            assert call is not None
+            dev_arg = cst.Arg(cst.SimpleString(f'"{dev}"'))
+            args = list(call.args)
+            if member == "autocast":
+                new_args: List[cst.Arg] = []
+                pos = 0
+                for a in args:
+                    if a.keyword is None and pos < len(_AUTOCAST_POS):
+                        a = a.with_changes(keyword=cst.Name(_AUTOCAST_POS[pos]),
+                                           equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                        pos += 1
+                    new_args.append(a)
+                args = new_args
+            plan.replace_node[call] = call.with_changes(func=new_func, args=[_with_comma(dev_arg, bool(args))] + args)
+            target = f'torch.autocast("{dev}", ...)' if member == "autocast" else f'torch.amp.GradScaler("{dev}", ...)'
+            ctx.report(node, code, f"`{head}(...)` -> `{target}`", fixed=True)
+        # imports that bring deprecated names in by name
+        self._plan_imports(module, table, plan, blocked_locals, ctx)
+        if not plan:
+            return module
+        new = apply_plan(module, plan)
+        if need_torch:
+            new = ensure_imports(new, ["torch"])
+        return new
+
+    def _plan_imports(self, module: cst.Module, table: ImportTable, plan: EditPlan, blocked: Set[str],
+                      ctx: FileContext) -> None:
+        class V(cst.CSTVisitor):
+            def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+                if isinstance(node.names, cst.ImportStar) or node.relative:
+                    return
+                mod = dotted_name(node.module) if node.module else ""
+                if mod in ("torch.cuda", "torch.cpu"):
+                    names = [a for a in node.names if dotted_name(a.name) == "amp"]
+                    if names and len(names) == len(node.names):
+                        local = (names[0].asname.name.value if names[0].asname else "amp")  # type: ignore[union-attr]
+                        if local not in blocked:
+                            plan.replace_node[node] = node.with_changes(module=cst.Name("torch"))
+                    return
+                if mod not in ("torch.cuda.amp", "torch.cpu.amp"):
+                    return
+                locals_ = [(a.asname.name.value if a.asname else dotted_name(a.name)) for a in node.names]  # type: ignore[union-attr]
+                if any(l in blocked for l in locals_):
+                    return
+                plan.replace_node[node] = node.with_changes(module=cst.parse_expression("torch.amp"))
+
+            def visit_Import(self, node: cst.Import) -> None:
+                new_names = []
+                changed = False
+                for a in node.names:
+                    full = dotted_name(a.name)
+                    if full in ("torch.cuda.amp", "torch.cpu.amp") and a.asname is not None:
+                        local = a.asname.name.value  # type: ignore[union-attr]
+                        if local not in blocked:
+                            a = a.with_changes(name=cst.parse_expression("torch.amp"))
+                            changed = True
+                    new_names.append(a)
+                if changed:
+                    plan.replace_node[node] = node.with_changes(names=new_names)
+
+        module.visit(V())
+
+
+def _with_comma(arg: cst.Arg, more: bool) -> cst.Arg:
+    if more:
+        return arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return arg
+
+
+def _import_groups(module: cst.Module) -> List[Set[str]]:
+    """Local names bound together by one deprecated-amp import statement (they move together)."""
+    groups: List[Set[str]] = []
+
+    class V(cst.CSTVisitor):
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            mod = dotted_name(node.module) if node.module else ""
+            if isinstance(node.names, cst.ImportStar) or mod not in ("torch.cuda.amp", "torch.cpu.amp", "torch.cuda",
+                                                                       "torch.cpu"):
+                return
+            groups.append({(a.asname.name.value if a.asname else dotted_name(a.name))  # type: ignore[union-attr,misc]
+                           for a in node.names})
+
+    module.visit(V())
+    return groups
