@@ -1,21 +1,1188 @@
-"""apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp autocast + GradScaler.
+"""apex.amp -> torch.amp: initialize, scale_loss, optimizer steps, autocast region, clipping, state dicts.
 
-Placeholder: the rules of this concern are added by its own change.
+The sites of one migration change together, so one analysis plans all of them (an `EditPlan`) and
+applies them at once. When any `amp.initialize` or `amp.scale_loss` site has a shape that is not
+migrated safely, the module's amp code is left alone and every site is reported.
 """
 from __future__ import annotations
 
-import libcst as cst
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from .base import Codemod, FileContext
+import libcst as cst
+from libcst.metadata import ParentNodeProvider
+
+from . import amp_rules as R
+from .base import Codemod, FileContext, RepoFacts
+from .edits import EditPlan, apply_plan, contains
+from .guards import apex_flags, apex_locals, fold_condition, is_const
+from .importing import ensure_imports
+from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
+                    literal_string, names_read, norm_code)
+
+AMP = "apex.amp"
+CLIP_FUNCS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
+DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "cast_model_type",
+                       "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
+REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
+NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
+FORBIDDEN_IN_REGION = ("backward", "step", "zero_grad", "scale_loss")
+
+
+def _expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def _stmt(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+def _paren(e: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(e, (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)) and not e.lpar:
+        return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return e
+
+
+def _and(conds: Sequence[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    out: Optional[cst.BaseExpression] = None
+    seen: Set[str] = set()
+    for c in conds:
+        key = norm_code(c)
+        if key in seen:
+            continue
+        seen.add(key)
+        if isinstance(c, cst.Name) and c.value == "True":
+            continue
+        c = c.with_changes(lpar=c.lpar, rpar=c.rpar)
+        out = _paren(c) if out is None else cst.BooleanOperation(_paren(out), cst.And(), _paren(c))
+    return out
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+class _Site:
+    def __init__(self, kind: str, call: cst.Call, stmt: cst.BaseStatement, func: Optional[cst.FunctionDef]):
+        self.kind = kind
+        self.call = call
+        self.stmt = stmt
+        self.func = func
+
+
+class _Analysis:
+    """Everything the migration of one module needs, computed on the original tree."""
+
+    def __init__(self, wrapper: cst.MetadataWrapper, ctx: FileContext):
+        self.module = wrapper.module
+        self.ctx = ctx
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.table = ImportTable(self.module, ctx.module_name)
+        self.plan = EditPlan()
+        self.use_scaler = ctx.options.use_scaler
+        self.dtype = "torch.float16" if self.use_scaler else "torch.bfloat16"
+        self.device = ctx.options.device
+        self.sites: List[_Site] = []
+        self.dropped: List[cst.CSTNode] = []  # apex branches removed beside native branches
+        self.needs_torch = False
+        self.abort = False
+        self.user_funcs: Set[Optional[cst.FunctionDef]] = set()  # functions that reference the scaler
+        self.param_funcs: List[cst.FunctionDef] = []
+        self.exported_funcs: List[str] = []
+        self.models: Set[str] = set()
+        self.optimizers: Set[str] = set()
+        self.init_func: Optional[cst.FunctionDef] = None
+        self.scaler_ref = "scaler"
+        self.scaler_is_attr = False
+        self.scaler_global = False
+        self.cond: Optional[cst.BaseExpression] = None
+        self.has_init = False
+
+    # -- tree helpers ---------------------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.parents.get(node)
+
+    def stmt_of(self, node: cst.CSTNode) -> cst.BaseStatement:
+        cur: Optional[cst.CSTNode] = node
+        while cur is not None and not isinstance(cur, cst.BaseStatement):
+            cur = self.parent(cur)
+        assert cur is not None
+        return cur
+
+    def func_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        cur = self.parent(node)
+        while cur is not None:
+            if isinstance(cur, cst.FunctionDef):
+                return cur
+            cur = self.parent(cur)
+        return None
+
+    def class_of(self, func: Optional[cst.FunctionDef]) -> Optional[cst.ClassDef]:
+        if func is None:
+            return None
+        p = self.parent(func)
+        if isinstance(p, cst.IndentedBlock):
+            p = self.parent(p)
+        return p if isinstance(p, cst.ClassDef) else None
+
+    def block_of(self, stmt: cst.CSTNode) -> Tuple[Optional[cst.CSTNode], int]:
+        """(IndentedBlock or Module holding `stmt` in its body, index)."""
+        p = self.parent(stmt)
+        if isinstance(p, (cst.IndentedBlock, cst.Module)):
+            for i, s in enumerate(p.body):
+                if s is stmt:
+                    return p, i
+        return None, -1
+
+    def owner_stmt(self, block: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The compound statement (If, For, With, ...) or Else/Except whose body `block` is."""
+        return self.parent(block)
+
+    def is_amp(self, func: cst.BaseExpression, member: str) -> bool:
+        return f"{AMP}.{member}" in self.table.qualified_names(func)
+
+    def amp_member(self, func: cst.BaseExpression) -> Optional[str]:
+        for q in self.table.qualified_names(func):
+            if q.startswith(AMP + "."):
+                return q[len(AMP) + 1:]
+        return None
+
+    def report(self, node: cst.CSTNode, rule_: object, msg: str, fixed: bool = False) -> None:
+        self.ctx.report(node, rule_.code, msg, fixed=fixed)  # type: ignore[attr-defined]
+
+    # -- discovery ------------------------------------------------------------------------------
+    def collect(self) -> None:
+        calls: List[cst.Call] = []
+        amp_refs: List[cst.BaseExpression] = []
+        table = self.table
+        amp_locals = set(table.names_under(AMP)) | set(table.locals_for("apex"))
+        if not amp_locals:
+            return
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                calls.append(node)
+
+            def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
+                d = dotted_name(node)
+                if d and d.split(".")[0] in amp_locals:
+                    amp_refs.append(node)
+                    return False
+                return None
+
+            def visit_Decorator(self, node: cst.Decorator) -> None:
+                amp_refs.append(node.decorator)
+
+        self.module.visit(V())
+        for call in calls:
+            member = self.amp_member(call.func)
+            if member is None:
+                continue
+            head = member.split(".")[0]
+            stmt = self.stmt_of(call)
+            self.sites.append(_Site(head if head in (
+                "initialize", "scale_loss", "master_params", "state_dict", "load_state_dict", "disable_casts")
+                else member, call, stmt, self.func_of(call)))
+
+    # -- native branches --------------------------------------------------------------------------
+    def _has_native(self, node: cst.CSTNode) -> bool:
+        found = False
+        table = self.table
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                nonlocal found
+                for q in table.qualified_names(n.func):
+                    if q.startswith(NATIVE_AMP) or q.endswith(("GradScaler", "autocast")):
+                        found = True
+                if isinstance(n.func, cst.Attribute) and n.func.attr.value in ("scale", "unscale_") and \
+                        "scaler" in (dotted_name(n.func.value) or "").lower():
+                    found = True
+
+        node.visit(V())
+        return found
+
+    def drop_apex_branches(self) -> None:
+        """In `if apex: ... elif native: ...` chains, drop the apex branches (A2A111)."""
+        handled: Set[int] = set()
+        for site in self.sites:
+            chain_top, branches = self._if_chain(site.call)
+            if chain_top is None or id(chain_top) in handled:
+                continue
+            apex_branches = [b for b in branches if self._branch_has_apex(b[1])]
+            native = [b for b in branches if self._has_native(b[1]) and b not in apex_branches]
+            if not apex_branches or not native:
+                continue
+            handled.add(id(chain_top))
+            keep = [b for b in branches if b not in apex_branches]
+            self.plan.replace_stmt[chain_top] = self._rebuild_chain(chain_top, keep)
+            for b in apex_branches:
+                self.dropped.append(b[1])
+            self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays (select it "
+                                                  "instead of apex)", fixed=True)
+
+    def _branch_has_apex(self, body: cst.CSTNode) -> bool:
+        return any(contains(body, s.call) for s in self.sites)
+
+    def _if_chain(self, node: cst.CSTNode) -> Tuple[Optional[cst.If], List[Tuple[Optional[cst.BaseExpression], cst.CSTNode]]]:
+        """The outermost if/elif chain whose branch body holds `node`, with its (test, body) branches."""
+        cur = self.parent(node)
+        found: Optional[cst.If] = None
+        while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            if isinstance(cur, cst.If):
+                top = cur
+                p = self.parent(top)
+                while isinstance(p, cst.If) and p.orelse is top:
+                    top = p
+                    p = self.parent(top)
+                found = top
+                break
+            cur = self.parent(cur)
+        if found is None:
+            return None, []
+        branches: List[Tuple[Optional[cst.BaseExpression], cst.CSTNode]] = []
+        n: Optional[cst.CSTNode] = found
+        while isinstance(n, cst.If):
+            branches.append((n.test, n.body))
+            n = n.orelse
+        if isinstance(n, cst.Else):
+            branches.append((None, n.body))
+        return found, branches
+
+    def _rebuild_chain(self, top: cst.If, keep: List[Tuple[Optional[cst.BaseExpression], cst.CSTNode]]
+                       ) -> List[cst.BaseStatement]:
+        conds = [b for b in keep if b[0] is not None]
+        els = [b for b in keep if b[0] is None]
+        if not conds:
+            if not els:
+                return []
+            body = els[0][1]
+            stmts = list(body.body) if isinstance(body, cst.IndentedBlock) else [
+                cst.SimpleStatementLine(body=list(body.body))]  # type: ignore[attr-defined]
+            return stmts  # type: ignore[return-value]
+        orelse: Optional[cst.CSTNode] = cst.Else(body=els[0][1]) if els else None  # type: ignore[arg-type]
+        for test, body in reversed(conds[1:]):
+            orelse = cst.If(test=test, body=body, orelse=orelse)  # type: ignore[arg-type]
+        return [top.with_changes(test=conds[0][0], body=conds[0][1], orelse=orelse)]
+
+    def in_dropped(self, node: cst.CSTNode) -> bool:
+        return any(contains(d, node) for d in self.dropped)
+
+    # -- conditions -----------------------------------------------------------------------------
+    def gate_of(self, stmt: cst.CSTNode) -> Tuple[List[cst.BaseExpression], cst.CSTNode]:
+        """Conditions of the `if`s enclosing `stmt` in its function, and the outermost gated statement."""
+        conds: List[cst.BaseExpression] = []
+        outer: cst.CSTNode = stmt
+        cur = self.parent(stmt)
+        while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            if isinstance(cur, (cst.For, cst.While)):
+                break
+            if isinstance(cur, cst.If):
+                if _is_main_guard(cur.test):
+                    break
+                # body vs orelse
+                if contains(cur.body, stmt):
+                    conds.insert(0, cur.test)
+                    top = cur
+                    p = self.parent(top)
+                    while isinstance(p, cst.If) and p.orelse is top:
+                        top = p
+                        p = self.parent(top)
+                    outer = top
+                else:
+                    break
+            cur = self.parent(cur)
+        return conds, outer
+
+    # -- initialize -----------------------------------------------------------------------------
+    def plan_initialize(self, site: _Site) -> None:
+        call = site.call
+        ctx = self.ctx
+        stmt = site.stmt
+        if has_star_args(call) or any(a.keyword is None for a in call.args[2:]):
+            self.report(call, R.UNSUPPORTED, "`amp.initialize` with *args or extra positional arguments: migrate by hand")
+            self.abort = True
+            return
+        models = arg_by(call, 0, "models")
+        opts = arg_by(call, 1, "optimizers")
+        if models is None:
+            self.report(call, R.UNSUPPORTED, "`amp.initialize` without models: migrate by hand")
+            self.abort = True
+            return
+        target: Optional[cst.BaseExpression] = None
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+            target = small.targets[0].target
+        elif isinstance(small, cst.Expr) and small.value is call:
+            target = None
+        else:
+            self.report(call, R.UNSUPPORTED, "`amp.initialize` result used in an expression: migrate by hand")
+            self.abort = True
+            return
+        source = models.value if opts is None else cst.Tuple([cst.Element(models.value), cst.Element(opts.value)])
+        if target is not None:
+            tparts = _tuple_parts(target)
+            if opts is not None and (tparts is None or len(tparts) != 2):
+                self.report(call, R.UNSUPPORTED, "`amp.initialize` with optimizers assigned to one name: migrate by hand")
+                self.abort = True
+                return
+        # managed models / optimizers
+        for e in _flatten(models.value):
+            self.models.add(norm_code(e))
+        if target is not None:
+            parts = _tuple_parts(target) if opts is not None else [target]
+            for e in _flatten(parts[0]):  # type: ignore[index]
+                self.models.add(norm_code(e))
+            if opts is not None:
+                for e in _flatten(parts[1]):  # type: ignore[index]
+                    self.optimizers.add(norm_code(e))
+        if opts is not None:
+            for e in _flatten(opts.value):
+                self.optimizers.add(norm_code(e))
+        # where the scaler lives
+        func = site.func
+        self.init_func = func
+        if func is None:
+            self.scaler_global = True
+        elif target is not None and all(dotted_name(t) and dotted_name(t).startswith("self.")  # type: ignore[union-attr]
+                                        for t in _flatten(target)) and self.class_of(func) is not None:
+            self.scaler_is_attr = True
+        # enabled condition
+        conds, outer = self.gate_of(stmt)
+        flags, locals_ = apex_flags(self.module, self.table), apex_locals(self.table)
+        conds = [fold_condition(c, flags, locals_) for c in conds]
+        conds = [c for c in conds if not is_const(c, True)]
+        opt_level = arg_by(call, 99, "opt_level")
+        enabled = arg_by(call, 99, "enabled")
+        level = literal_string(opt_level.value) if opt_level else "O1"
+        cond_list = list(conds)
+        if enabled is not None:
+            cond_list.append(enabled.value)
+        if opt_level is not None and level is None:
+            cond_list.append(cst.Comparison(opt_level.value, [cst.ComparisonTarget(
+                cst.NotEqual(), cst.SimpleString('"O0"'))]))
+        disabled = level == "O0"
+        if disabled:
+            cond_list = [_expr("False")]
+        self.cond = _and(cond_list)
+        if level in ("O2", "O3"):
+            self.report(call, R.OPT_LEVEL, f"opt_level {level}: the model stays fp32 and runs under autocast "
+                                           f"(GradScaler refuses fp16 gradients); numerics and memory change")
+        elif level in ("O4", "O5"):
+            self.use_scaler = False
+            self.dtype = "torch.bfloat16"
+        # scaler arguments
+        scaler_args: List[str] = [f'"{self.device}"']
+        ls = arg_by(call, 99, "loss_scale")
+        if ls is not None:
+            num = literal_number(ls.value)
+            s = literal_string(ls.value)
+            if s is not None and s != "dynamic":
+                try:
+                    num = float(s)
+                except ValueError:
+                    num = None
+            if s == "dynamic":
+                pass
+            elif num is not None:
+                if num == 1.0:
+                    cond_list = [_expr("False")]
+                    self.cond = _expr("False")
+                else:
+                    scaler_args.append(f"init_scale={_code(ls.value) if s is None else repr(num)}")
+                    scaler_args.append("growth_interval=2**30")
+                self.report(ls, R.STATIC_SCALE, f"static loss_scale {_code(ls.value)}: apex never skipped a step with "
+                                                "a static scale; GradScaler skips steps with inf/NaN gradients")
+            else:
+                self.report(ls, R.STATIC_SCALE, f"loss_scale={_code(ls.value)} is read from configuration: GradScaler "
+                                                "keeps dynamic scaling (apex's defaults); for a static value S use "
+                                                "init_scale=S, growth_interval=2**30")
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value in REPORTED_INIT_KWARGS:
+                self.report(a, R.OPTIONS, f"`{a.keyword.value}` has no GradScaler equivalent and was dropped")
+        if self.cond is not None:
+            scaler_args.append(f"enabled={_code(self.cond)}")
+        self.has_init = True
+        new_stmts: List[cst.BaseStatement] = []
+        same = target is None or [norm_code(e) for e in _flatten(target)] == [norm_code(e) for e in _flatten(source)]
+        if not same and target is not None:
+            new_stmts.append(cst.SimpleStatementLine(body=[cst.Assign(
+                targets=[cst.AssignTarget(target)], value=source)]))
+        scaler_stmt: Optional[cst.BaseStatement] = None
+        if self.use_scaler:
+            scaler_stmt = _stmt(f"{self.scaler_target()} = {self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})")
+            self.needs_torch = True
+        if outer is stmt or not conds:
+            self.plan.replace_stmt[stmt] = new_stmts + ([scaler_stmt] if scaler_stmt else [])
+        else:
+            self.plan.replace_stmt[stmt] = new_stmts
+            if scaler_stmt:
+                self.plan.insert_before(outer, [scaler_stmt])
+        what = "GradScaler" if self.use_scaler else "bf16 autocast (no scaler)"
+        self.report(call, R.INITIALIZE, f"`amp.initialize` -> {what}" + (
+            f" (enabled={_code(self.cond)})" if self.cond is not None else ""), fixed=True)
+
+    def scaler_target(self) -> str:
+        return f"self.{self.scaler_ref}" if self.scaler_is_attr else self.scaler_ref
+
+    def scaler_expr(self) -> str:
+        return self.scaler_target()
+
+    # -- scale_loss -----------------------------------------------------------------------------
+    def with_of(self, site: _Site) -> Optional[cst.With]:
+        p = self.parent(site.call)
+        if isinstance(p, cst.WithItem):
+            w = self.parent(p)
+            if isinstance(w, cst.With) and len(w.items) == 1:
+                return w
+        return None
+
+    def plan_scale_loss(self, site: _Site) -> Optional[Tuple[cst.CSTNode, cst.BaseExpression]]:
+        """Plan the backward; returns (anchor statement, loss expression) for the autocast search."""
+        w = self.with_of(site)
+        call = site.call
+        if w is None or has_star_args(call):
+            self.report(call, R.UNSUPPORTED, "`amp.scale_loss` outside a single-item `with`: migrate by hand")
+            self.abort = True
+            return None
+        loss = arg_by(call, 0, "loss")
+        opt = arg_by(call, 1, "optimizers")
+        if loss is None:
+            self.report(call, R.UNSUPPORTED, "`amp.scale_loss` without a loss: migrate by hand")
+            self.abort = True
+            return None
+        if opt is not None:
+            for e in _flatten(opt.value):
+                self.optimizers.add(norm_code(e))
+        asname = w.items[0].asname
+        tname = asname.name.value if asname is not None and isinstance(asname.name, cst.Name) else None
+        body: Sequence[cst.CSTNode] = w.body.body if isinstance(w.body, cst.IndentedBlock) else [
+            cst.SimpleStatementLine(body=list(w.body.body))]  # type: ignore[union-attr]
+        scaled = f"{self.scaler_expr()}.scale({_code(loss.value)})" if self.use_scaler else _code(loss.value)
+        loss_code = _code(_paren_for_attr(loss.value))
+        new_line: Optional[cst.BaseStatement] = None
+        bw = _single_backward(body, tname)
+        if bw is not None:
+            call_args = ", ".join(_code(a).rstrip(", ") for a in bw.args)
+            prefix = f"{self.scaler_expr()}.scale({_code(loss.value)})" if self.use_scaler else loss_code
+            new_line = _stmt(f"{prefix}.backward({call_args})")
+            new_stmts: List[cst.BaseStatement] = [new_line]
+        else:
+            new_stmts = []
+            if tname is not None:
+                new_stmts.append(_stmt(f"{tname} = {scaled}"))
+            new_stmts.extend(body)  # type: ignore[arg-type]
+        if self.use_scaler:
+            self.user_funcs.add(site.func)
+        anchor: cst.CSTNode = w
+        # collapse `if fp16: <apex> else: loss.backward()`
+        p = self.parent(w)
+        owner = self.parent(p) if isinstance(p, cst.IndentedBlock) else None
+        if isinstance(owner, cst.If) and new_line is not None and len(p.body) == 1 and owner.body is p \
+                and isinstance(owner.orelse, cst.Else):
+            else_body = owner.orelse.body
+            if isinstance(else_body, cst.IndentedBlock) and len(else_body.body) == 1:
+                other = _single_backward(else_body.body, None)
+                if other is not None and isinstance(other.func, cst.Attribute) and \
+                        norm_code(other.func.value) == norm_code(loss.value) and \
+                        [norm_code(a) for a in other.args] == [norm_code(a) for a in bw.args]:  # type: ignore[union-attr]
+                    self.plan.replace_stmt[owner] = [new_line]
+                    self.report(call, R.SCALE_LOSS, "`amp.scale_loss` + plain backward branches -> "
+                                                    f"`{_code(new_line).strip()}`", fixed=True)
+                    return owner, loss.value
+        self.plan.replace_stmt[w] = new_stmts
+        self.report(call, R.SCALE_LOSS, "`with amp.scale_loss(...)` -> " + (
+            f"`{_code(new_line).strip()}`" if new_line is not None else "scaler.scale"), fixed=True)
+        return anchor, loss.value
+
+    # -- autocast region ------------------------------------------------------------------------
+    def plan_region(self, anchor: cst.CSTNode, loss: cst.BaseExpression, func: Optional[cst.FunctionDef]) -> None:
+        wanted = names_read(loss) | ({dotted_name(loss)} if dotted_name(loss) else set())
+        cur: cst.CSTNode = anchor
+        while True:
+            block, idx = self.block_of(cur)
+            if block is None:
+                self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward pass "
+                                                 "and loss in `torch.autocast(...)` by hand")
+                return
+            body = block.body  # type: ignore[attr-defined]
+            end = -1
+            for j in range(idx - 1, -1, -1):
+                if assigned_names(body[j]) & wanted and not isinstance(body[j], (cst.FunctionDef, cst.ClassDef)):
+                    end = j
+                    break
+            if end >= 0:
+                break
+            owner = self.owner_stmt(block)
+            if isinstance(owner, (cst.Else, cst.ExceptHandler, cst.Finally)):
+                owner = self.parent(owner)
+            while isinstance(owner, cst.If) and isinstance(self.parent(owner), cst.If):
+                owner = self.parent(owner)
+            if owner is None or isinstance(owner, (cst.FunctionDef, cst.ClassDef, cst.Module)) or \
+                    not isinstance(owner, cst.BaseCompoundStatement):
+                self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward pass "
+                                                 "and loss in `torch.autocast(...)` by hand")
+                return
+            cur = owner
+        # backward slice within the block
+        needed = set(names_read(body[end])) | assigned_names(body[end])
+        start = end
+        model_start = None
+        for j in range(end, -1, -1):
+            s = body[j]
+            if j != end and not (assigned_names(s) & needed):
+                continue
+            if j != end:
+                needed |= names_read(s)
+            if self._calls_model(s):
+                model_start = j
+        if model_start is not None:
+            start = model_start
+        rng = body[start:end + 1]
+        if any(self._forbidden(s) for s in rng):
+            self.report(anchor, R.NO_REGION, "the forward pass and loss are mixed with backward/step code: wrap them "
+                                             "in `torch.autocast(...)` by hand")
+            return
+        if any(self._inside_autocast(s) for s in (rng[0],)):
+            return
+        for s in rng:
+            if any(contains(d, s) for d in self.dropped):
+                return
+        if model_start is None:
+            self.report(anchor, R.NO_REGION, "no call of the amp model found before the loss: only the loss statement "
+                                             "is wrapped in autocast; widen the region to the forward pass", fixed=False)
+        for (b, f, l) in self._regions:
+            if b is block and not (end < f or start > l):
+                return  # overlapping region already planned
+        self._regions.append((block, start, end))
+        enabled = self.enabled_for(func)
+        args = [f'"{self.device}"', f"dtype={self.dtype}"]
+        if enabled is not None:
+            args.append(f"enabled={enabled}")
+        head = _expr(f"torch.autocast({', '.join(args)})")
+        self.needs_torch = True
+
+        def make(stmts: List[cst.BaseStatement], head: cst.BaseExpression = head) -> cst.BaseStatement:
+            return cst.With(items=[cst.WithItem(head)], body=cst.IndentedBlock(body=stmts))
+
+        self.plan.wrap(rng[0], rng[-1], make)
+        self.report(rng[0], R.AUTOCAST, f"forward and loss wrapped in `torch.autocast({', '.join(args)})`", fixed=True)
+
+    def enabled_for(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
+        if self.cond is None:
+            return None
+        if func is self.init_func:
+            return _code(self.cond)
+        free = names_read(self.cond)
+        params = _param_names(func) if func is not None else set()
+        if free <= (params | self.module_globals()):
+            return _code(self.cond)
+        if self.use_scaler:
+            return f"{self.scaler_expr()}.is_enabled()"
+        return None
+
+    def module_globals(self) -> Set[str]:
+        out: Set[str] = set(self.table.bindings)
+        for s in self.module.body:
+            out |= {n for n in assigned_names(s) if "." not in n}
+        return out
+
+    def _calls_model(self, stmt: cst.CSTNode) -> bool:
+        models = self.models
+        hit = False
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                nonlocal hit
+                f = n.func
+                if norm_code(f) in models:
+                    hit = True
+                elif isinstance(f, cst.Attribute) and f.attr.value == "forward" and norm_code(f.value) in models:
+                    hit = True
+
+        stmt.visit(V())
+        return hit
+
+    def _forbidden(self, stmt: cst.CSTNode) -> bool:
+        bad = False
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                nonlocal bad
+                if isinstance(n.func, cst.Attribute) and n.func.attr.value in FORBIDDEN_IN_REGION:
+                    bad = True
+
+            def visit_Return(self, n: cst.Return) -> None:
+                nonlocal bad
+                bad = True
+
+            def visit_Break(self, n: cst.Break) -> None:
+                nonlocal bad
+                bad = True
+
+            def visit_Continue(self, n: cst.Continue) -> None:
+                nonlocal bad
+                bad = True
+
+            def visit_Yield(self, n: cst.Yield) -> None:
+                nonlocal bad
+                bad = True
+
+            def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+                nonlocal bad
+                bad = True
+                return False
+
+            def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+                nonlocal bad
+                bad = True
+                return False
+
+            def visit_Global(self, n: cst.Global) -> None:
+                nonlocal bad
+                bad = True
+
+            def visit_Nonlocal(self, n: cst.Nonlocal) -> None:
+                nonlocal bad
+                bad = True
+
+        stmt.visit(V())
+        return bad
+
+    def _inside_autocast(self, stmt: cst.CSTNode) -> bool:
+        cur = self.parent(stmt)
+        while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+            if isinstance(cur, cst.With):
+                for item in cur.items:
+                    if isinstance(item.item, cst.Call) and any(
+                            q.endswith("autocast") for q in self.table.qualified_names(item.item.func)):
+                        return True
+            cur = self.parent(cur)
+        return False
+
+    # -- steps, clipping -----------------------------------------------------------------------
+    def plan_steps(self) -> None:
+        if not self.optimizers:
+            return
+        steps: List[Tuple[cst.Call, cst.BaseStatement, Optional[cst.FunctionDef], str]] = []
+        optimizers = self.optimizers
+
+        outer = self
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                f = n.func
+                if isinstance(f, cst.Attribute) and f.attr.value == "step" and norm_code(f.value) in optimizers:
+                    steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
+
+        self.module.visit(V())
+        steps = [s for s in steps if not self.in_dropped(s[0])]
+        self._steps = steps
+        if not steps:
+            if self.has_scale_loss:
+                node = next(s.call for s in self.sites if s.kind == "scale_loss")
+                self.report(node, R.STEP_MISSING, "the amp optimizer's `step()` is not in this module: call "
+                                                  "`scaler.step(optimizer)` and `scaler.update()` there")
+            return
+        if not self.use_scaler:
+            return
+        by_block: Dict[Tuple[int, int], List[Tuple[cst.Call, cst.BaseStatement, Optional[cst.FunctionDef], str]]] = {}
+        for s in steps:
+            call, stmt, func, opt = s
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            if not (isinstance(small, cst.Expr) and small.value is call) or call.args:
+                self.report(call, R.UNSUPPORTED, f"`{opt}.step(...)` used in an expression or with arguments: use "
+                                                 f"`scaler.step({opt})` and `scaler.update()` by hand")
+                continue
+            self.plan.replace_node[call] = _expr(f"{self.scaler_expr()}.step({opt})")
+            self.user_funcs.add(func)
+            loop = self._loop_of(stmt)
+            by_block.setdefault((id(func), id(loop)), []).append(s)
+            self.report(call, R.STEP, f"`{opt}.step()` -> `{self.scaler_expr()}.step({opt})`", fixed=True)
+        for group in by_block.values():
+            blocks = {id(self.block_of(s[1])[0]) for s in group}
+            if len(blocks) == 1:
+                last = max(group, key=lambda s: self.block_of(s[1])[1])
+                self.plan.insert_after(last[1], [_stmt(f"{self.scaler_expr()}.update()")])
+            else:
+                for s in group:
+                    self.plan.insert_after(s[1], [_stmt(f"{self.scaler_expr()}.update()")])
+
+    def _loop_of(self, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
+        cur = self.parent(stmt)
+        while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+            if isinstance(cur, (cst.For, cst.While)):
+                return cur
+            cur = self.parent(cur)
+        return None
+
+    def plan_clipping(self) -> None:
+        funcs = {id(s.func) for s in self.sites if s.kind == "scale_loss"} | {id(s[2]) for s in self._steps}
+        clips: List[cst.Call] = []
+        outer = self
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                d = dotted_name(n.func) or ""
+                if d.split(".")[-1] in CLIP_FUNCS and id(outer.func_of(n)) in funcs:
+                    clips.append(n)
+
+        self.module.visit(V())
+        unscaled: Set[Tuple[int, str]] = set()
+        collapsed: List[cst.CSTNode] = []
+        for clip in clips:
+            if self.in_dropped(clip) or any(contains(c, clip) for c in collapsed):
+                continue
+            params = arg_by(clip, 0, "parameters")
+            mp_opt: Optional[str] = None
+            if params is not None and isinstance(params.value, cst.Call) and self.is_amp(params.value.func, "master_params"):
+                self._mp_done.add(id(params.value))
+                o = arg_by(params.value, 0, "optimizer")
+                mp_opt = _code(o.value) if o is not None else None
+            stmt = self.stmt_of(clip)
+            func = self.func_of(clip)
+            step = self._next_step(stmt, func, mp_opt)
+            opt = mp_opt or (step[3] if step else None)
+            if opt is None:
+                self.report(clip, R.CLIP_ELSEWHERE, "gradients are still scaled here: call `scaler.unscale_(optimizer)` "
+                                                    "before clipping")
+                continue
+            # collapse `if fp16: clip(amp.master_params(o)) else: clip(model.parameters())`
+            target_stmt: cst.CSTNode = stmt
+            replacement: Optional[cst.BaseStatement] = None
+            p = self.parent(stmt)
+            owner = self.parent(p) if isinstance(p, cst.IndentedBlock) else None
+            if mp_opt is not None and isinstance(owner, cst.If) and owner.body is p and len(p.body) == 1 and \
+                    isinstance(owner.orelse, cst.Else) and isinstance(owner.orelse.body, cst.IndentedBlock) and \
+                    len(owner.orelse.body.body) == 1:
+                other_stmt = owner.orelse.body.body[0]
+                other = _only_call(other_stmt)
+                if other is not None and norm_code(other.func) == norm_code(clip.func) and \
+                        [norm_code(a) for a in other.args[1:]] == [norm_code(a) for a in clip.args[1:]]:
+                    target_stmt, replacement = owner, other_stmt  # type: ignore[assignment]
+                    collapsed.append(owner)
+            if step is not None and not self._same_window(target_stmt, step[1]):
+                self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
+                                                    f"boundary: move it next to the step after `scaler.unscale_({opt})`")
+                continue
+            if replacement is not None:
+                self.plan.replace_stmt[target_stmt] = [replacement]
+            elif mp_opt is not None:
+                gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
+                self.plan.replace_node[params.value] = gen  # type: ignore[union-attr]
+            if self.use_scaler and (id(func), opt) not in unscaled:
+                unscaled.add((id(func), opt))
+                self.plan.insert_before(target_stmt, [_stmt(f"{self.scaler_expr()}.unscale_({opt})")])
+                self.user_funcs.add(func)
+            self.report(clip, R.UNSCALE, f"`scaler.unscale_({opt})` before clipping" + (
+                "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
+
+    def _next_step(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef], opt: Optional[str]):
+        pos = self.ctx._positions
+        line = pos[stmt].start.line if pos is not None and stmt in pos else 0
+        best = None
+        for s in self._steps:
+            if s[2] is not func or (opt is not None and norm_code(_expr(s[3])) != norm_code(_expr(opt))):
+                continue
+            sl = pos[s[1]].start.line if pos is not None and s[1] in pos else 0
+            if sl > line and (best is None or sl < best[0]):
+                best = (sl, s)
+        return best[1] if best else None
+
+    def _same_window(self, clip_stmt: cst.CSTNode, step_stmt: cst.CSTNode) -> bool:
+        block, idx = self.block_of(step_stmt)
+        cur: Optional[cst.CSTNode] = clip_stmt
+        while cur is not None:
+            b, i = self.block_of(cur)
+            if b is block:
+                return i < idx
+            cur = self.parent(cur)
+            while cur is not None and not isinstance(cur, cst.BaseStatement):
+                cur = self.parent(cur)
+        return False
+
+    # -- other members --------------------------------------------------------------------------
+    def plan_others(self) -> None:
+        for site in self.sites:
+            if self.in_dropped(site.call):
+                continue
+            k, call = site.kind, site.call
+            sc = self.scaler_expr()
+            if k == "master_params":
+                if id(call) in self._mp_done:
+                    continue
+                o = arg_by(call, 0, "optimizer")
+                if o is None:
+                    self.report(call, R.UNSUPPORTED, "`amp.master_params()` without an optimizer")
+                    continue
+                self.plan.replace_node[call] = _expr(f'(p for g in {_code(o.value)}.param_groups for p in g["params"])')
+                self.report(call, R.UNSCALE, "`amp.master_params(opt)` -> the optimizer's parameters", fixed=True)
+            elif k == "state_dict":
+                if self.use_scaler:
+                    self.plan.replace_node[call] = _expr(f"{sc}.state_dict()")
+                    self.user_funcs.add(site.func)
+                else:
+                    self.plan.replace_node[call] = _expr("{}")
+                self.report(call, R.STATE_DICT, f"`amp.state_dict()` -> `{sc}.state_dict()`", fixed=True)
+            elif k == "load_state_dict":
+                if self.use_scaler:
+                    self.plan.replace_node[call.func] = _expr(f"{sc}.load_state_dict")
+                    self.user_funcs.add(site.func)
+                    self.report(call, R.STATE_DICT, f"`amp.load_state_dict(...)` -> `{sc}.load_state_dict(...)`", fixed=True)
+                    self.report(call, R.OLD_CHECKPOINT, "checkpoints written by apex hold `loss_scaler0` state that "
+                                                        "GradScaler rejects: convert them with `apex2amp "
+                                                        "convert-checkpoint` (or convert at load time)")
+                else:
+                    if isinstance(site.stmt, cst.SimpleStatementLine) and len(site.stmt.body) == 1:
+                        self.plan.remove(site.stmt)
+                        self.report(call, R.STATE_DICT, "bf16 has no scaler state: `amp.load_state_dict` removed",
+                                    fixed=True)
+                    else:
+                        self.report(call, R.UNSUPPORTED, "`amp.load_state_dict` in an expression: remove it by hand")
+            elif k == "disable_casts":
+                self.plan.replace_node[call] = _expr(f'torch.autocast("{self.device}", enabled=False)')
+                self.needs_torch = True
+                self.report(call, R.DISABLE_CASTS, "`amp.disable_casts()` -> autocast disabled (add `.float()` to "
+                                                   "inputs that must be fp32)", fixed=True)
+            elif k.startswith("_amp_state"):
+                if self._plan_get_scale(call):
+                    continue
+                self.report(call, R.INTERNALS, f"apex internal `{k}`: no native equivalent")
+            elif k.startswith(("register_", "half_function", "float_function", "promote_function", "bfloat16_function")):
+                self.report(call, R.REGISTER, f"`amp.{k}`: autocast has no function registry")
+            elif k in ("initialize", "scale_loss"):
+                continue
+            else:
+                self.report(call, R.INTERNALS, f"`amp.{k}` has no native equivalent")
+
+    def _plan_get_scale(self, call: cst.Call) -> bool:
+        f = call.func
+        if isinstance(f, cst.Attribute) and f.attr.value == "loss_scale" and isinstance(f.value, cst.Subscript):
+            base = f.value.value
+            if isinstance(base, cst.Attribute) and base.attr.value == "loss_scalers" and self.use_scaler:
+                self.plan.replace_node[call] = _expr(f"{self.scaler_expr()}.get_scale()")
+                self.user_funcs.add(self.func_of(call))
+                self.report(call, R.GET_SCALE, "`_amp_state.loss_scalers[i].loss_scale()` -> `scaler.get_scale()`",
+                            fixed=True)
+                return True
+        return False
+
+    def report_decorators(self) -> None:
+        table = self.table
+        outer = self
+
+        class V(cst.CSTVisitor):
+            def visit_Decorator(self, n: cst.Decorator) -> None:
+                d = n.decorator.func if isinstance(n.decorator, cst.Call) else n.decorator
+                for q in table.qualified_names(d):
+                    if q.startswith(AMP + "."):
+                        outer.report(n, R.REGISTER, f"`@{q.replace('apex.amp.', 'amp.')}`: autocast has no "
+                                                    f"function registry; use `torch.amp.custom_fwd` or a disabled "
+                                                    f"autocast region")
+
+        self.module.visit(V())
+
+    # -- scaler threading ---------------------------------------------------------------------------
+    def plan_threading(self) -> None:
+        if not self.use_scaler:
+            return
+        if self.scaler_global or self.scaler_is_attr:
+            return
+        have: Set[Optional[cst.FunctionDef]] = {self.init_func} if self.has_init else set()
+        funcs = self._functions()
+        # call sites in this module of functions from other modules that take the scaler
+        cross = self._cross_module_calls()
+        needing: List[cst.FunctionDef] = []
+        work = [f for f in self.user_funcs if f not in have]
+        for call in cross:
+            f = self.func_of(call)
+            if f not in have and f not in work:
+                work.append(f)  # type: ignore[arg-type]
+        seen: Set[int] = set()
+        while work:
+            f = work.pop()
+            if f is None:
+                if not self.has_init:
+                    continue
+                self.report(self.module, R.THREADED, "scaler used at module level but created in a function")
+                continue
+            if id(f) in seen or f in have:
+                continue
+            seen.add(id(f))
+            needing.append(f)
+            for call in self._call_sites(f, funcs):
+                caller = self.func_of(call)
+                if id(call) in self._threaded_calls:
+                    continue
+                self._threaded_calls.add(id(call))
+                self.plan.transforms[call] = _add_scaler_kwarg(self.scaler_ref)
+                if caller not in have and caller is not None and id(caller) not in seen:
+                    work.append(caller)
+        for call in cross:
+            if id(call) not in self._threaded_calls:
+                self._threaded_calls.add(id(call))
+                self.plan.transforms[call] = _add_scaler_kwarg(self.scaler_ref)
+                self.report(call, R.THREADED, "`scaler=scaler` passed to a function that now takes the scaler",
+                            fixed=True)
+        for f in needing:
+            if any(p.name.value == self.scaler_ref for p in _all_params(f)):
+                continue
+            self.plan.transforms[f] = _add_scaler_param(self.scaler_ref)
+            if isinstance(self.parent(f), cst.Module):
+                self.exported_funcs.append(f.name.value)
+            self.report(f, R.THREADED, f"`{f.name.value}` now takes the `{self.scaler_ref}` parameter; call sites in "
+                                       "this run pass it", fixed=True)
+
+    def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
+        out: Dict[str, List[cst.FunctionDef]] = {}
+
+        class V(cst.CSTVisitor):
+            def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
+                out.setdefault(n.name.value, []).append(n)
+
+        self.module.visit(V())
+        return out
+
+    def _call_sites(self, f: cst.FunctionDef, funcs: Dict[str, List[cst.FunctionDef]]) -> List[cst.Call]:
+        name = f.name.value
+        is_method = self.class_of(f) is not None
+        sites: List[cst.Call] = []
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                fn = n.func
+                if not is_method and isinstance(fn, cst.Name) and fn.value == name:
+                    sites.append(n)
+                elif is_method and isinstance(fn, cst.Attribute) and fn.attr.value == name and \
+                        isinstance(fn.value, cst.Name) and fn.value.value == "self":
+                    sites.append(n)
+
+        self.module.visit(V())
+        return sites
+
+    def _cross_module_calls(self) -> List[cst.Call]:
+        facts: RepoFacts = self.ctx.facts
+        if not facts.scaler_functions:
+            return []
+        targets = {f"{m}.{fn}" for m, fns in facts.scaler_functions.items() if m != self.ctx.module_name for fn in fns}
+        out: List[cst.Call] = []
+        table = self.table
+
+        class V(cst.CSTVisitor):
+            def visit_Call(self, n: cst.Call) -> None:
+                if table.qualified_names(n.func) & targets:
+                    if not any(a.keyword is not None and a.keyword.value == "scaler" for a in n.args):
+                        out.append(n)
+
+        self.module.visit(V())
+        return out
+
+    # -- driver ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        self._regions: List[Tuple[cst.CSTNode, int, int]] = []
+        self._steps: List = []
+        self._threaded_calls: Set[int] = set()
+        self._mp_done: Set[int] = set()
+        self.collect()
+        self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
+        if not self.sites:
+            if self.ctx.facts.scaler_functions and self.use_scaler:
+                # a module without amp that calls helpers which now take the scaler
+                self.plan_threading_only()
+            return
+        self._pick_scaler_name()
+        self.drop_apex_branches()
+        live = [s for s in self.sites if not self.in_dropped(s.call)]
+        inits = [s for s in live if s.kind == "initialize"]
+        if len(inits) > 1:
+            for s in inits:
+                self.report(s.call, R.UNSUPPORTED, "several `amp.initialize` calls in one module: migrate by hand")
+            self.abort = True
+        for s in inits:
+            if not self.abort:
+                self.plan_initialize(s)
+        regions: List[Tuple[cst.CSTNode, cst.BaseExpression, Optional[cst.FunctionDef]]] = []
+        for s in live:
+            if s.kind == "scale_loss" and not self.abort:
+                r = self.plan_scale_loss(s)
+                if r is not None:
+                    regions.append((r[0], r[1], s.func))
+        if self.abort:
+            self._abort_all()
+            return
+        if not self.has_init and self.has_scale_loss:
+            self.cond = None
+        for anchor, loss, func in regions:
+            self.plan_region(anchor, loss, func)
+        self.plan_steps()
+        self.plan_clipping()
+        self.plan_others()
+        self.report_decorators()
+        self.plan_threading()
+
+    def plan_threading_only(self) -> None:
+        cross = self._cross_module_calls()
+        for call in cross:
+            self.report(call, R.THREADED, "this call now needs `scaler=...`: pass the GradScaler of this run")
+
+    def _pick_scaler_name(self) -> None:
+        used = set(self.table.bindings)
+
+        class V(cst.CSTVisitor):
+            def visit_Name(self, n: cst.Name) -> None:
+                used.add(n.value)
+
+            def visit_Attribute(self, n: cst.Attribute) -> None:
+                used.add(n.attr.value)
+
+        self.module.visit(V())
+        for cand in ("scaler", "grad_scaler", "amp_scaler"):
+            if cand not in used:
+                self.scaler_ref = cand
+                return
+        self.scaler_ref = "amp_grad_scaler"
+
+    def _abort_all(self) -> None:
+        self.plan = EditPlan()
+        for s in self.sites:
+            if s.kind not in ("initialize", "scale_loss"):
+                self.report(s.call, R.LEFTOVER, f"apex `amp.{s.kind}` left unmigrated (see the other findings)")
 
 
 class ApexAmpToTorchAmp(Codemod):
-    """apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp autocast + GradScaler."""
+    """apex.amp -> torch.amp autocast + GradScaler."""
 
     NAME = "amp"
-    DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp autocast + GradScaler"
-    CODES = ()
-    PREFILTER = ()
+    DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
+    PREFILTER = (b"apex", b"scaler")
+
+    def analyze(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> None:
+        a = _Analysis(wrapper, ctx)
+        a.run()
+        if a.exported_funcs and ctx.module_name:
+            ctx.exported.scaler_functions.setdefault(ctx.module_name, []).extend(a.exported_funcs)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        return wrapper.module
+        a = _Analysis(wrapper, ctx)
+        a.run()
+        if not a.plan:
+            return wrapper.module
+        new = apply_plan(wrapper.module, a.plan)
+        if a.needs_torch:
+            new = ensure_imports(new, ["torch"])
+        return new
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    return "__name__" in names_read(test)
+
+
+def _tuple_parts(t: cst.BaseExpression) -> Optional[List[cst.BaseExpression]]:
+    if isinstance(t, (cst.Tuple, cst.List)):
+        return [e.value for e in t.elements]
+    return None
+
+
+def _flatten(e: cst.BaseExpression) -> List[cst.BaseExpression]:
+    if isinstance(e, (cst.Tuple, cst.List)):
+        out: List[cst.BaseExpression] = []
+        for el in e.elements:
+            out.extend(_flatten(el.value))
+        return out
+    return [e]
+
+
+def _single_backward(body: Sequence[cst.CSTNode], tname: Optional[str]) -> Optional[cst.Call]:
+    """The `X.backward(...)` call when `body` is exactly that one statement (X = tname when given)."""
+    if len(body) != 1:
+        return None
+    call = _only_call(body[0])
+    if call is None or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "backward":
+        return None
+    if tname is not None and not (isinstance(call.func.value, cst.Name) and call.func.value.value == tname):
+        return None
+    return call
+
+
+def _only_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+            and isinstance(stmt.body[0].value, cst.Call):
+        return stmt.body[0].value
+    return None
+
+
+def _paren_for_attr(e: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(e, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or e.lpar:
+        return e
+    return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _param_names(f: cst.FunctionDef) -> Set[str]:
+    return {p.name.value for p in _all_params(f)}
+
+
+def _all_params(f: cst.FunctionDef) -> List[cst.Param]:
+    ps = f.params
+    out = list(ps.posonly_params) + list(ps.params) + list(ps.kwonly_params)
+    if isinstance(ps.star_arg, cst.Param):
+        out.append(ps.star_arg)
+    if ps.star_kwarg is not None:
+        out.append(ps.star_kwarg)
+    return out
+
+
+def _append_item(items: List, new):
+    """Append a Param/Arg keeping the list's comma layout (trailing commas, one item per line)."""
+    if not items:
+        return [new]
+    last = items[-1]
+    if isinstance(last.comma, cst.Comma):
+        between = items[-2].comma if len(items) > 1 and isinstance(items[-2].comma, cst.Comma) else \
+            cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return items[:-1] + [last.with_changes(comma=between), new.with_changes(comma=last.comma)]
+    return items[:-1] + [last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), new]
+
+
+def _add_scaler_param(name: str):
+    def apply(node: cst.CSTNode) -> cst.CSTNode:
+        f = node
+        assert isinstance(f, cst.FunctionDef)
+        ps = f.params
+        if any(p.name.value == name for p in _all_params(f)):
+            return f
+        eq = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        if ps.star_arg is not cst.MaybeSentinel.DEFAULT or ps.kwonly_params:
+            new = cst.Param(cst.Name(name), default=cst.Name("None"), equal=eq)
+            if ps.kwonly_params:
+                return f.with_changes(params=ps.with_changes(kwonly_params=_append_item(list(ps.kwonly_params), new)))
+            star = ps.star_arg
+            if isinstance(star, cst.Param) and not isinstance(star.comma, cst.Comma):
+                star = star.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            return f.with_changes(params=ps.with_changes(star_arg=star, kwonly_params=[new]))
+        params = list(ps.params)
+        if ps.star_kwarg is not None and params and not isinstance(params[-1].comma, cst.Comma):
+            params[-1] = params[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        needs_default = any(p.default is not None for p in params)
+        new = cst.Param(cst.Name(name), default=cst.Name("None") if needs_default else None,
+                        equal=eq if needs_default else cst.MaybeSentinel.DEFAULT)
+        if ps.star_kwarg is not None:
+            new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            return f.with_changes(params=ps.with_changes(params=params + [new]))
+        return f.with_changes(params=ps.with_changes(params=_append_item(params, new)))
+
+    return apply
+
+
+def _add_scaler_kwarg(name: str):
+    def apply(node: cst.CSTNode) -> cst.CSTNode:
+        call = node
+        assert isinstance(call, cst.Call)
+        if any(a.keyword is not None and a.keyword.value == name for a in call.args):
+            return call
+        kw = cst.Arg(cst.Name(name), keyword=cst.Name(name),
+                     equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+        return call.with_changes(args=_append_item(list(call.args), kw))
+
+    return apply

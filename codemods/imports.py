@@ -1,21 +1,206 @@
-"""apex imports the migration left unused, with their guards.
+"""Remove apex imports the migration left unused, with their guards (A2A110, A2A118, A2A123).
 
-Placeholder: the rules of this concern are added by its own change.
+Runs after every rewriting codemod. An apex name that is no longer referenced loses its import; a
+`try/except ImportError` around it goes when emptied (with the `amp = None` / `has_apex = False`
+fallbacks); asserts and `if not has_apex: raise ...` checks that only guard apex go; flags in other
+conditions fold to True (`args.fp16 and has_apex` -> `args.fp16`). Names still used keep their
+import and get a finding.
 """
 from __future__ import annotations
 
+from typing import Dict, List, Optional, Set
+
 import libcst as cst
 
+from . import amp_rules as R
 from .base import Codemod, FileContext
+from .edits import EditPlan, apply_plan
+from .guards import FoldApexGuards, apex_flags, apex_locals, is_const
+from .names import ImportTable, dotted_name, names_read
+
+FP16_UTILS_EXPORTS = {
+    "FP16_Optimizer", "FP16Model", "network_to_half", "tofp16", "BN_convert_float", "prep_param_lists",
+    "model_grads_to_master_grads", "master_params_to_model_params", "to_python_float", "clip_grad_norm",
+    "convert_module", "convert_network", "DynamicLossScaler", "LossScaler",
+}
+
+
+def _is_guard_stmt(stmt: cst.CSTNode, guard_names: Set[str]) -> bool:
+    """An assert or `if <apex check>: raise/print/warn` that exists only to check apex is installed."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assert):
+        return bool(names_read(stmt.body[0].test)) and names_read(stmt.body[0].test) <= guard_names | {"None"}
+    if isinstance(stmt, cst.If) and stmt.orelse is None:
+        test_names = names_read(stmt.test)
+        if not test_names or not test_names <= guard_names | {"None"}:
+            return False
+        body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []
+        for s in body:
+            if not isinstance(s, cst.SimpleStatementLine):
+                return False
+            for small in s.body:
+                if isinstance(small, cst.Raise):
+                    continue
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    d = dotted_name(small.value.func) or ""
+                    if d.split(".")[-1] in ("print", "warn", "warning", "error", "exit"):
+                        continue
+                return False
+        return True
+    return False
 
 
 class RemoveApexImports(Codemod):
-    """apex imports the migration left unused, with their guards."""
+    """Drop apex imports that nothing uses any more, and the guards around them."""
 
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
-    CODES = ()
-    PREFILTER = ()
+    CODES = ("A2A110", "A2A118", "A2A123")
+    PREFILTER = (b"apex",)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        return wrapper.module
+        module = wrapper.module
+        table = ImportTable(module, ctx.module_name)
+        locals_ = apex_locals(table)
+        star = {m: nodes for m, nodes in table.star_modules.items() if m == "apex" or m.startswith("apex.")}
+        if not locals_ and not star:
+            return module
+        flags = apex_flags(module, table)
+        guard_names = locals_ | flags
+        plan = EditPlan()
+        uses: Dict[str, List[cst.Name]] = {}
+        guard_stmts: List[cst.CSTNode] = []
+        fallback_assigns: List[cst.CSTNode] = []
+
+        class Uses(cst.CSTVisitor):
+            def visit_Import(self, n: cst.Import) -> bool:
+                return False
+
+            def visit_ImportFrom(self, n: cst.ImportFrom) -> bool:
+                return False
+
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if _is_guard_stmt(node, guard_names):
+                    guard_stmts.append(node)
+                    return False
+                if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and \
+                        isinstance(node.body[0], cst.Assign):
+                    a = node.body[0]
+                    tnames = {dotted_name(t.target) for t in a.targets}
+                    if tnames <= guard_names and isinstance(a.value, cst.Name) and \
+                            a.value.value in ("None", "True", "False"):
+                        fallback_assigns.append(node)
+                        return False
+                return super().on_visit(node)
+
+            def visit_Attribute(self, n: cst.Attribute) -> bool:
+                n.value.visit(self)
+                return False
+
+            def visit_Name(self, n: cst.Name) -> None:
+                uses.setdefault(n.value, []).append(n)
+
+            def visit_Arg(self, n: cst.Arg) -> bool:
+                n.value.visit(self)
+                return False
+
+        module.visit(Uses())
+        # flags and `amp is None` checks inside other expressions fold to constants
+        flag_uses = [n for f in flags for n in uses.get(f, [])]
+        removable = {name for name in locals_ if not uses.get(name)}
+        kept = locals_ - removable
+        if kept:
+            # something from apex is still used: leave guards and flags alone
+            for name in sorted(kept):
+                for stmt in table.statements.get(name, [])[:1]:
+                    ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} use(s)); "
+                                                      "its import stays until those are migrated")
+            self._star_findings(star, uses, ctx, plan)
+            return apply_plan(module, plan) if plan else module
+        # every apex name is unused: remove imports, fallbacks, guards; fold flags elsewhere
+        reported: Set[int] = set()
+        for name in removable:
+            for stmt in table.statements.get(name, []):
+                if id(stmt) in reported:
+                    continue
+                reported.add(id(stmt))
+                new = _without_names(stmt, removable)
+                if new is None:
+                    plan.remove(stmt)
+                else:
+                    plan.replace_node[stmt] = new
+                ctx.report(stmt, R.APEX_IMPORT.code, "unused apex import removed", fixed=True)
+        for s in fallback_assigns + guard_stmts:
+            plan.remove(s)
+        self._star_findings(star, uses, ctx, plan)
+        new_module = apply_plan(module, plan) if plan else module
+        if flag_uses:
+            folder = FoldApexGuards(flags, set())
+            new_module = new_module.visit(_FoldStatements(folder))
+        return new_module
+
+    def _star_findings(self, star, uses, ctx: FileContext, plan: EditPlan) -> None:
+        for mod, nodes in star.items():
+            exported = FP16_UTILS_EXPORTS if mod.startswith("apex.fp16_utils") else None
+            used = sorted(n for n in (exported or set()) if uses.get(n))
+            for node in nodes:
+                if exported is not None and not used:
+                    plan.remove(node)
+                    ctx.report(node, R.APEX_IMPORT.code, f"unused `from {mod} import *` removed", fixed=True)
+                else:
+                    what = ", ".join(used) if used else "names"
+                    ctx.report(node, R.STAR_IMPORT.code, f"`from {mod} import *` still provides {what}: migrate "
+                                                         "them, then remove the import")
+
+
+def _without_names(stmt: cst.CSTNode, names: Set[str]) -> Optional[cst.CSTNode]:
+    """The import statement minus the aliases binding `names` (None when nothing is left)."""
+    if isinstance(stmt, cst.Import):
+        keep = [a for a in stmt.names if (a.asname.name.value if a.asname else dotted_name(a.name).split(".")[0])  # type: ignore[union-attr]
+                not in names]
+    elif isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
+        keep = [a for a in stmt.names if (a.asname.name.value if a.asname else dotted_name(a.name))  # type: ignore[union-attr]
+                not in names]
+    else:
+        return None
+    if not keep:
+        return None
+    keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if isinstance(stmt, cst.ImportFrom) and stmt.rpar is None:
+        return stmt.with_changes(names=keep)
+    return stmt.with_changes(names=keep)
+
+
+class _FoldStatements(cst.CSTTransformer):
+    """Fold apex flags in conditions; drop `if False:` branches and unwrap `if True:`."""
+
+    def __init__(self, folder: FoldApexGuards):
+        super().__init__()
+        self.folder = folder
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        test = updated.test.visit(self.folder)
+        if is_const(test, True):
+            body = updated.body
+            return cst.FlattenSentinel(list(body.body)) if isinstance(body, cst.IndentedBlock) else updated
+        if is_const(test, False):
+            if isinstance(updated.orelse, cst.Else) and isinstance(updated.orelse.body, cst.IndentedBlock):
+                return cst.FlattenSentinel(list(updated.orelse.body.body))
+            if isinstance(updated.orelse, cst.If):
+                return updated.orelse
+            return cst.RemovalSentinel.REMOVE
+        return updated.with_changes(test=test)
+
+    def leave_Assert(self, original: cst.Assert, updated: cst.Assert):
+        test = updated.test.visit(self.folder)
+        if is_const(test, True):
+            return cst.RemovalSentinel.REMOVE
+        return updated.with_changes(test=test)
+
+    def leave_While(self, original: cst.While, updated: cst.While):
+        return updated.with_changes(test=updated.test.visit(self.folder))
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg):
+        return updated.with_changes(value=updated.value.visit(self.folder))
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
+        return updated.with_changes(value=updated.value.visit(self.folder))

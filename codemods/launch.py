@@ -1,12 +1,159 @@
 """mp.spawn and torch.distributed.launch entry points -> torchrun environment.
 
-Placeholder: the rules of this concern are added by its own change.
+- `mp.spawn(fn, args=(a, b), nprocs=N)` (resolved through imports) becomes `fn(int(os.environ["LOCAL_RANK"]), a, b)`
+  when `fn` is a function of this file that (directly or through helpers) calls `init_process_group`.
+  World-size and global-rank arithmetic (`ngpus_per_node * args.world_size`, `args.rank * ngpus_per_node + gpu`)
+  becomes torchrun's `WORLD_SIZE` / `RANK`; `init_process_group` drops `init_method`, `rank` and `world_size`
+  where torchrun supplies the same values; hard-coded `MASTER_ADDR` / `MASTER_PORT` go. The torchrun command
+  that replaces the old launch is recorded in `ctx.launch_notes`.
+- `parser.add_argument("--local_rank", ...)` accepts `--local-rank` too and defaults to `LOCAL_RANK`.
+- Everything that cannot be shown right (join=False, custom start methods, spawn for non-distributed work,
+  a spawned function from another module) is reported, not rewritten.
 """
 from __future__ import annotations
 
-import libcst as cst
+import re
+from typing import Dict, List, Optional, Set, Tuple
 
-from .base import Codemod, FileContext
+import libcst as cst
+from libcst.metadata import ParentNodeProvider, PositionProvider
+
+from .apex_parallel import edit_args, enclosing, kwarg
+from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
+from .edits import EditPlan, apply_plan
+from .importing import ensure_imports
+from .names import (ImportTable, arg_by, code_of, dotted_name, iter_calls, literal_number, literal_string,
+                    norm_code, parse_expr, parse_stmt)
+
+SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
+START_PROCESSES = ("torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.start_processes")
+INIT_PG = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
+ENV = 'int(os.environ["{}"])'
+BENIGN_CALLS = {
+    "parse_args", "parse_known_args", "add_argument", "add_argument_group", "ArgumentParser", "warn", "seed",
+    "manual_seed", "manual_seed_all", "device_count", "is_available", "int", "str", "float", "bool", "len",
+    "get", "getenv", "print", "format", "join", "split", "vars", "setdefault", "basicConfig", "getLogger",
+    "info", "debug", "set_start_method", "use_deterministic_algorithms", "range", "list", "dict", "tuple",
+}
+
+rule("A2A401", "spawn-to-torchrun", "mp.spawn(fn, ...) -> fn(int(os.environ['LOCAL_RANK']), ...) launched by torchrun",
+     fixes=True, severity=FIX,
+     why="""
+torchrun starts one process per device itself and tells each its LOCAL_RANK, RANK and WORLD_SIZE through
+the environment, so the in-script mp.spawn goes: the spawned function is called once, in every torchrun
+process, with the local rank mp.spawn used to pass. Launch the script with the torchrun line apex2amp
+prints (e.g. `torchrun --standalone --nproc_per_node=gpu main.py ...`).""",
+     before="mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))",
+     after='main_worker(int(os.environ["LOCAL_RANK"]), ngpus_per_node, args)')
+
+rule("A2A402", "init-process-group-env", "init_process_group(init_method=..., rank=..., world_size=...) -> env:// of torchrun",
+     fixes=True, severity=FIX,
+     why="""
+Under torchrun, MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE are in the environment and
+init_process_group's default env:// reads them. An explicit tcp:// URL or a rank computed by hand would
+fight torchrun's rendezvous, so they are dropped where torchrun supplies the same values. Running the
+script without torchrun now needs those variables set.""",
+     before="dist.init_process_group(backend='nccl', init_method=args.dist_url, world_size=args.world_size, rank=args.rank)",
+     after="dist.init_process_group(backend='nccl')")
+
+rule("A2A403", "master-addr-port", "hard-coded os.environ['MASTER_ADDR'/'MASTER_PORT'] removed",
+     fixes=True, severity=FIX,
+     why="""
+torchrun sets MASTER_ADDR and MASTER_PORT; overriding them in the script breaks its rendezvous (with
+--standalone the store lives on torchrun's own free port). Pass --master_addr/--master_port to torchrun
+for multi-node runs instead.""",
+     before='os.environ["MASTER_ADDR"] = "localhost"\nos.environ["MASTER_PORT"] = "12355"',
+     after="")
+
+rule("A2A404", "rank-world-size-from-env", "rank / world size arithmetic -> torchrun's RANK / WORLD_SIZE",
+     fixes=True, severity=FIX,
+     why="""
+With mp.spawn the script computed the global rank (`node_rank * ngpus_per_node + local_index`) and the
+world size (`ngpus_per_node * nnodes`) itself. torchrun computes both and exports RANK and WORLD_SIZE,
+and LOCAL_WORLD_SIZE for the processes per node.""",
+     before="args.world_size = ngpus_per_node * args.world_size\n...\nargs.rank = args.rank * ngpus_per_node + gpu",
+     after='args.world_size = int(os.environ["WORLD_SIZE"])\nargs.rank = int(os.environ["RANK"])')
+
+rule("A2A405", "pre-spawn-code-every-rank", "code before the old mp.spawn now runs in every torchrun process",
+     fixes=False, severity=WARNING,
+     why="""
+Under mp.spawn, code before the spawn ran once, in the parent. Under torchrun the whole script runs in
+every process, so downloads, dataset preparation or file writes before the old spawn now run N times at
+once. Guard them: `if int(os.environ["RANK"]) == 0: prepare()` followed by `dist.barrier()` after
+init_process_group (or run them before launching).""",
+     before="download_dataset(root)\nmp.spawn(train, nprocs=n)",
+     after='if int(os.environ["RANK"]) == 0:\n    download_dataset(root)\n...  # dist.barrier() after init_process_group')
+
+rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatically",
+     fixes=False, severity=WARNING,
+     why="""
+join=False (the ProcessContext is used), a start method other than spawn, start_processes, a spawned
+function passed in as a parameter or defined in another module, or a spawn whose result is used cannot
+be mapped to torchrun mechanically. Call the function with int(os.environ["LOCAL_RANK"]) yourself and
+launch with torchrun.""",
+     before="ctx = mp.spawn(fn, nprocs=n, join=False)",
+     after='fn(int(os.environ["LOCAL_RANK"]))  # launched by torchrun --nproc_per_node=n')
+
+rule("A2A407", "spawn-not-distributed", "mp.spawn for work that never calls init_process_group is left alone",
+     fixes=False, severity=INFO,
+     why="""
+The spawned function never calls init_process_group (directly or through functions of this file), so this
+spawn is process-level parallelism (data preparation, evaluation workers), not a distributed training
+launch. It stays as it is.""",
+     before="mp.spawn(preprocess_shard, nprocs=8)",
+     after="mp.spawn(preprocess_shard, nprocs=8)")
+
+rule("A2A408", "local-rank-argument", "--local_rank argument -> also --local-rank, default from LOCAL_RANK",
+     fixes=True, severity=FIX,
+     why="""
+torch.distributed.launch passed --local_rank=N (and --local-rank=N since torch 2.0, which parsers that only
+know --local_rank reject); torchrun passes nothing and sets LOCAL_RANK. The argument now accepts both
+spellings and defaults to the environment, keeping the old default (-1 stays -1 when LOCAL_RANK is unset).""",
+     before='parser.add_argument("--local_rank", type=int, default=-1)',
+     after='parser.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", -1)))')
+
+rule("A2A409", "init-process-group-manual", "init_process_group arguments torchrun may not match",
+     fixes=False, severity=WARNING,
+     why="""
+The spawn was converted, but this init_process_group passes a rank, world size or init_method that the
+tool cannot show equal to torchrun's RANK / WORLD_SIZE. Check them: under torchrun call
+init_process_group(backend) and let env:// read the environment.""",
+     before="dist.init_process_group('nccl', init_method=url, rank=my_rank(), world_size=ws)",
+     after="dist.init_process_group('nccl')")
+
+rule("A2A410", "launch-script-torchrun", "python -m torch.distributed.launch -> torchrun in shell/launch files",
+     fixes=True, severity=FIX,
+     why="""
+torch.distributed.launch is deprecated in favour of torchrun, which always behaves like --use_env (it sets
+LOCAL_RANK and passes no --local_rank). The launcher flags --nproc_per_node, --nnodes, --node_rank,
+--master_addr and --master_port keep their meaning; --use_env is dropped.""",
+     before="python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py --epochs 90",
+     after="torchrun --nproc_per_node=8 train.py --epochs 90")
+
+rule("A2A411", "launch-command-in-docs", "torch.distributed.launch / mp launch command in documentation",
+     fixes=False, severity=INFO,
+     why="""
+A README or other documentation shows a launch with python -m torch.distributed.launch (or
+apex.parallel.multiproc). Documentation is never rewritten: update the command to torchrun by hand.""",
+     before="python -m torch.distributed.launch --nproc_per_node=4 train.py",
+     after="torchrun --nproc_per_node=4 train.py")
+
+
+def _env(var: str) -> cst.BaseExpression:
+    return parse_expr(ENV.format(var))
+
+
+class _Spawn:
+    """What is known about one mp.spawn call."""
+
+    def __init__(self, call: cst.Call):
+        self.call = call
+        self.fn = arg_by(call, 0, "fn")
+        self.args = arg_by(call, 1, "args")
+        self.nprocs = arg_by(call, 2, "nprocs")
+        self.join = arg_by(call, 3, "join")
+        self.daemon = arg_by(call, 4, "daemon")
+        self.start_method = arg_by(call, 5, "start_method")
 
 
 class SpawnToTorchrun(Codemod):
@@ -14,8 +161,480 @@ class SpawnToTorchrun(Codemod):
 
     NAME = "launch"
     DESCRIPTION = "mp.spawn and torch.distributed.launch entry points -> torchrun environment"
-    CODES = ()
-    PREFILTER = ()
+    CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409")
+    PREFILTER = (b"spawn", b"local_rank", b"local-rank", b"start_processes")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        return wrapper.module
+        module = wrapper.module
+        self.table = ImportTable(module, ctx.module_name)
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.positions = wrapper.resolve(PositionProvider)
+        self.module = module
+        self.ctx = ctx
+        self.plan = EditPlan()
+        self.need_os = False
+        self.funcs: Dict[str, cst.FunctionDef] = {
+            s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+        self.argparse = _argparse_options(module)
+        self._local_rank_arguments()
+        for call in iter_calls(module):
+            if self.table.refers_to(call.func, *SPAWN):
+                self._spawn(call)
+            elif self.table.refers_to(call.func, *START_PROCESSES):
+                ctx.report(call, "A2A406", "start_processes: call the worker with int(os.environ['LOCAL_RANK']) "
+                           "and launch with torchrun by hand")
+        if not self.plan:
+            return module
+        new = apply_plan(module, self.plan)
+        if self.need_os:
+            new = ensure_imports(new, ["os"])
+        return new
+
+    # -- --local_rank ---------------------------------------------------------------------------------
+    def _local_rank_arguments(self) -> None:
+        for call in iter_calls(self.module):
+            if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+                continue
+            flags = [literal_string(a.value) for a in call.args if a.keyword is None]
+            if not any(f in ("--local_rank", "--local-rank") for f in flags):
+                continue
+            if self.ctx.suppressed(call, "A2A408") or any(a.star for a in call.args):
+                continue
+            default = next((a for a in call.args if a.keyword is not None and a.keyword.value == "default"), None)
+            required = next((a for a in call.args if a.keyword is not None and a.keyword.value == "required"), None)
+            both = "--local_rank" in flags and "--local-rank" in flags
+            env_default = default is not None and "LOCAL_RANK" in code_of(default.value)
+            if both and (env_default or required is None and default is not None and "LOCAL_RANK" in code_of(default.value)):
+                continue
+            if both and env_default:
+                continue
+            positional = [a for a in call.args if a.keyword is None]
+            new_args: List[cst.Arg] = []
+            replace: Dict[int, cst.Arg] = {}
+            drop: List[cst.Arg] = []
+            insert_after = call.args.index(positional[-1])
+            if not both:
+                other = "--local-rank" if "--local_rank" in flags else "--local_rank"
+                new_args.append(cst.Arg(cst.SimpleString(_quote_like(positional[-1].value, other))))
+            note = ""
+            if not env_default:
+                if required is not None and not (isinstance(required.value, cst.Name) and required.value.value == "False"):
+                    drop.append(required)
+                    expr = 'int(os.environ.get("LOCAL_RANK", 0))'
+                    note = "; required=True dropped (torchrun passes no --local-rank), default LOCAL_RANK or 0"
+                    if default is not None:
+                        replace[call.args.index(default)] = default.with_changes(value=parse_expr(expr))
+                    else:
+                        replace[call.args.index(required)] = kwarg("default", parse_expr(expr)).with_changes(
+                            comma=required.comma)
+                        drop.remove(required)
+                elif default is None or (isinstance(default.value, cst.Name) and default.value.value == "None"):
+                    expr = 'int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK" in os.environ else None'
+                    if default is None:
+                        new_tail = kwarg("default", parse_expr(expr))
+                        call2 = edit_args(call, insert_after=insert_after, new=new_args)
+                        call2 = edit_args(call2, insert_after=len(call2.args) - 1, new=[new_tail])
+                        self.plan.replace_node[call] = call2
+                        self.need_os = True
+                        self.ctx.report(call, "A2A408", "--local_rank accepts --local-rank too and defaults to "
+                                        "LOCAL_RANK (torchrun)", fixed=True)
+                        continue
+                    replace[call.args.index(default)] = default.with_changes(value=parse_expr(expr))
+                else:
+                    old = code_of(default.value)
+                    replace[call.args.index(default)] = default.with_changes(
+                        value=parse_expr(f'int(os.environ.get("LOCAL_RANK", {old}))'))
+                self.need_os = True
+            self.plan.replace_node[call] = edit_args(call, drop=drop, replace=replace, insert_after=insert_after,
+                                                     new=new_args)
+            self.ctx.report(call, "A2A408", "--local_rank accepts --local-rank too and defaults to LOCAL_RANK "
+                            f"(torchrun){note}", fixed=True)
+
+    # -- mp.spawn ---------------------------------------------------------------------------------------
+    def _spawn(self, call: cst.Call) -> None:
+        ctx = self.ctx
+        if ctx.suppressed(call, "A2A401"):
+            return
+        sp = _Spawn(call)
+        expr_parent = self.parents.get(call)
+        line = self.parents.get(expr_parent) if isinstance(expr_parent, cst.Expr) else None
+        if any(a.star for a in call.args) or sp.fn is None:
+            ctx.report(call, "A2A406", "mp.spawn with */** arguments: call the worker with "
+                       "int(os.environ['LOCAL_RANK']) and launch with torchrun by hand")
+            return
+        fn_name = sp.fn.value.value if isinstance(sp.fn.value, cst.Name) else None
+        fdef = self.funcs.get(fn_name) if fn_name else None
+        if fdef is None:
+            where = "passed in as a parameter" if fn_name and _is_param(call, fn_name, self.parents) else \
+                "defined in another module or not a plain function"
+            ctx.report(call, "A2A406", f"the spawned function is {where}: call it with "
+                       "int(os.environ['LOCAL_RANK']) (plus its args) where the spawn was, make its "
+                       "init_process_group use env://, and launch with torchrun")
+            return
+        reach = self._reachable(fdef)
+        inits = [c for f in reach for c in iter_calls(f) if self.table.refers_to(c.func, *INIT_PG)]
+        if not inits:
+            ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
+                       "distributed launch and stays")
+            return
+        if sp.join is not None and not (isinstance(sp.join.value, cst.Name) and sp.join.value.value == "True"):
+            ctx.report(call, "A2A406", "mp.spawn(join=False): the ProcessContext is used; convert to torchrun by hand")
+            return
+        if sp.start_method is not None and literal_string(sp.start_method.value) != "spawn":
+            ctx.report(call, "A2A406", "mp.spawn with a custom start_method: torchrun starts processes itself; "
+                       "convert by hand")
+            return
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            ctx.report(call, "A2A406", "the result of mp.spawn is used: convert to torchrun by hand")
+            return
+        params = [p.name.value for p in fdef.params.params]
+        if not params or fdef.params.posonly_params:
+            ctx.report(call, "A2A406", f"{fn_name} takes no positional process index; convert by hand")
+            return
+        local_param = params[0]
+        # spawn args -> call args
+        elements: Optional[List[cst.BaseExpression]] = None
+        star: Optional[cst.BaseExpression] = None
+        if sp.args is None:
+            elements = []
+        elif isinstance(sp.args.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement)
+                                                              for e in sp.args.value.elements):
+            elements = [e.value for e in sp.args.value.elements]
+        else:
+            star = sp.args.value
+        mapping: Dict[str, str] = {}  # main-side Name -> worker param
+        if elements is not None:
+            for i, e in enumerate(elements):
+                if isinstance(e, cst.Name) and i + 1 < len(params):
+                    mapping[e.value] = params[i + 1]
+        scope = enclosing(call, self.parents, (cst.FunctionDef,)) or self.module
+        spawn_line = self._line(call)
+        nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"
+
+        # main side: world size arithmetic
+        world_main: Set[str] = set()
+        for stmt in _assignments(scope):
+            if self._line(stmt) >= spawn_line:
+                continue
+            target, value = stmt.targets[0].target, stmt.value
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply) and \
+                    nprocs_code in (norm_code(value.left), norm_code(value.right)) and len(stmt.targets) == 1:
+                world_main.add(norm_code(target))
+                self.plan.replace_node[value] = _env("WORLD_SIZE")
+                ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
+        world_worker = {_translate(w, mapping) for w in world_main}
+        nprocs_role = None
+        if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) and sp.nprocs.value.value in mapping:
+            wparam = mapping[sp.nprocs.value.value]
+            as_world = any(norm_code(a.value) == wparam for c in inits for a in c.args
+                           if a.keyword is not None and a.keyword.value == "world_size") or \
+                any(norm_code(c.args[3].value) == wparam for c in inits if len(c.args) > 3 and c.args[3].keyword is None)
+            nprocs_role = "WORLD_SIZE" if as_world else "LOCAL_WORLD_SIZE"
+            if as_world:
+                world_worker.add(wparam)
+
+        # worker side: global rank arithmetic
+        rank_worker: Set[str] = {local_param}
+        main_inserts: List[cst.BaseStatement] = []
+        for f in reach:
+            for stmt in _assignments(f):
+                if len(stmt.targets) != 1:
+                    continue
+                target, value = stmt.targets[0].target, stmt.value
+                if not _is_rank_arithmetic(value, local_param):
+                    continue
+                rank_worker.add(norm_code(target))
+                head = dotted_name(target)
+                back = {v: k for k, v in mapping.items()}
+                if f is fdef and isinstance(target, cst.Attribute) and head and head.split(".")[0] in back \
+                        and head.count(".") == 1:
+                    main_name = back[head.split(".")[0]]
+                    main_inserts.append(parse_stmt(f'{main_name}.{target.attr.value} = int(os.environ["RANK"])\n'))
+                    self.plan.remove(self.parents[stmt])
+                else:
+                    self.plan.replace_node[value] = _env("RANK")
+                ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's RANK", fixed=True)
+
+        # init_process_group -> env://
+        for c in inits:
+            self._init_call(c, rank_worker, world_worker)
+
+        # MASTER_ADDR / MASTER_PORT
+        master: Dict[str, str] = {}
+        for f in list(reach) + [scope]:
+            for stmt in _assignments(f):
+                if f is scope and scope is not fdef and self._line(stmt) > spawn_line:
+                    continue
+                var = self._master_target(stmt)
+                line_stmt = self.parents.get(stmt)
+                if var and isinstance(line_stmt, cst.SimpleStatementLine) and len(line_stmt.body) == 1 \
+                        and not self.ctx.suppressed(stmt, "A2A403"):
+                    s = literal_string(stmt.value)
+                    if s is not None:
+                        master[var] = s
+                    self.plan.remove(line_stmt)
+                    ctx.report(stmt, "A2A403", f"{var} is set by torchrun (--master_addr/--master_port)", fixed=True)
+
+        # the call itself, plus what main needs before it
+        args_out = [cst.Arg(_env("LOCAL_RANK"))]
+        if elements is not None:
+            args_out += [cst.Arg(e) for e in elements]
+        else:
+            args_out.append(cst.Arg(star, star="*"))  # type: ignore[arg-type]
+        args_out = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    for a in args_out[:-1]] + args_out[-1:]
+        new_call = cst.Call(func=sp.fn.value, args=args_out)
+        before: List[cst.BaseStatement] = list(main_inserts)
+        if nprocs_role is not None:
+            name = sp.nprocs.value.value  # type: ignore[union-attr]
+            assign = self._last_assignment_in_block(line, name)
+            if assign is not None:
+                self.plan.replace_node[assign.value] = _env(nprocs_role)
+            else:
+                before.append(parse_stmt(f'{name} = int(os.environ["{nprocs_role}"])\n'))
+            ctx.report(call, "A2A404", f"{name} = torchrun's {nprocs_role}", fixed=True)
+        new_line = line.with_changes(body=[line.body[0].with_changes(value=new_call)])
+        if before:
+            new_line = new_line.with_changes(leading_lines=())
+        self.plan.replace_stmt[line] = before + [new_line]
+        self.need_os = True
+        nproc = self._nproc_value(sp, scope, spawn_line)
+        ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['LOCAL_RANK']), ...): launch with "
+                   f"torchrun --nproc_per_node={nproc}", fixed=True)
+        self._pre_spawn_code(line, scope)
+        self._launch_note(line, nproc, master)
+
+    def _init_call(self, c: cst.Call, rank_worker: Set[str], world_worker: Set[str]) -> None:
+        ctx = self.ctx
+        if ctx.suppressed(c, "A2A402") or any(a.star for a in c.args):
+            return
+        init = arg_by(c, 1, "init_method")
+        world = arg_by(c, 3, "world_size")
+        rank = arg_by(c, 4, "rank")
+        store = arg_by(c, 5, "store")
+        if store is not None:
+            ctx.report(c, "A2A409", "init_process_group(store=...): torchrun provides its own rendezvous; use "
+                       "init_process_group(backend) under torchrun")
+            return
+
+        def ok(arg: Optional[cst.Arg], known: Set[str], env: str) -> bool:
+            if arg is None:
+                return True
+            code = norm_code(arg.value)
+            return code in known or f'"{env}"' in code or f"'{env}'" in code
+
+        if not ok(rank, rank_worker, "RANK") or not ok(world, world_worker, "WORLD_SIZE"):
+            ctx.report(c, "A2A409", "init_process_group passes a rank/world_size apex2amp cannot match to torchrun's "
+                       "RANK/WORLD_SIZE: under torchrun call init_process_group(backend) (env://)")
+            return
+        drop = [a for a in (init, world, rank) if a is not None]
+        if init is not None and rank is None and world is None:
+            s = literal_string(init.value)
+            if s == "env://" or s is None:
+                return  # env:// (or a URL from config) with no rank: already torchrun-compatible or not ours
+        if not drop:
+            return
+        positional_idx = [i for i, a in enumerate(c.args) if a.keyword is None]
+        dropped_pos = [c.args.index(a) for a in drop if a.keyword is None]
+        if dropped_pos and any(i > min(dropped_pos) and c.args[i] not in drop for i in positional_idx):
+            ctx.report(c, "A2A409", "init_process_group with positional timeout: drop init_method/rank/world_size "
+                       "by hand (torchrun's env://)")
+            return
+        self.plan.replace_node[c] = edit_args(c, drop=drop)
+        names = ", ".join(a.keyword.value if a.keyword else ("init_method", "", "", "world_size", "rank")[c.args.index(a)]
+                          for a in drop)
+        ctx.report(c, "A2A402", f"init_process_group uses torchrun's env:// (dropped {names}); without torchrun, "
+                   "set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE", fixed=True)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _line(self, node: cst.CSTNode) -> int:
+        pos = self.positions.get(node)
+        return pos.start.line if pos is not None else 0
+
+    def _reachable(self, fdef: cst.FunctionDef) -> List[cst.FunctionDef]:
+        """fdef and the module-level functions it calls, transitively."""
+        seen = [fdef]
+        i = 0
+        while i < len(seen) and len(seen) < 30:
+            for c in iter_calls(seen[i]):
+                if isinstance(c.func, cst.Name) and c.func.value in self.funcs:
+                    f = self.funcs[c.func.value]
+                    if f not in seen:
+                        seen.append(f)
+            i += 1
+        return seen
+
+    def _master_target(self, stmt: cst.Assign) -> Optional[str]:
+        if len(stmt.targets) != 1:
+            return None
+        t = stmt.targets[0].target
+        if isinstance(t, cst.Subscript) and self.table.refers_to(t.value, "os.environ") and len(t.slice) == 1:
+            el = t.slice[0].slice
+            if isinstance(el, cst.Index):
+                s = literal_string(el.value)
+                if s in ("MASTER_ADDR", "MASTER_PORT"):
+                    return s
+        return None
+
+    def _last_assignment_in_block(self, line: cst.SimpleStatementLine, name: str) -> Optional[cst.Assign]:
+        """`name = ...` earlier in the same block as `line`, with no read of `name` in between."""
+        block = self.parents.get(line)
+        body = list(getattr(block, "body", []))
+        if line not in body:
+            return None
+        idx = body.index(line)
+        for stmt in reversed(body[:idx]):
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+                a = stmt.body[0]
+                if len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name) and a.targets[0].target.value == name:
+                    return a
+            from .names import names_read
+            if name in names_read(stmt):
+                return None
+        return None
+
+    def _nproc_value(self, sp: _Spawn, scope: cst.CSTNode, spawn_line: int) -> str:
+        if sp.nprocs is None:
+            return "1"
+        v = literal_number(sp.nprocs.value)
+        if v is not None:
+            return str(int(v))
+        code = code_of(sp.nprocs.value)
+        if "device_count" in code:
+            return "gpu"
+        if isinstance(sp.nprocs.value, cst.Name):
+            for stmt in _assignments(scope):
+                if self._line(stmt) < spawn_line and len(stmt.targets) == 1 and \
+                        norm_code(stmt.targets[0].target) == sp.nprocs.value.value and "device_count" in code_of(stmt.value):
+                    return "gpu"
+        return "gpu"
+
+    def _pre_spawn_code(self, line: cst.SimpleStatementLine, scope: cst.CSTNode) -> None:
+        """Report statements before the spawn that ran once in the parent and now run in every rank."""
+        work: List[cst.CSTNode] = []
+        node: cst.CSTNode = line
+        while node is not scope and node is not None:
+            parent = self.parents.get(node)
+            block = parent
+            body = getattr(block, "body", None)
+            if isinstance(body, (list, tuple)) and node in body and not (block is self.module):
+                for stmt in body[:body.index(node)]:
+                    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                        continue
+                    calls = [c for c in iter_calls(stmt)]
+                    names = {(c.func.attr.value if isinstance(c.func, cst.Attribute) else
+                              c.func.value if isinstance(c.func, cst.Name) else "") for c in calls}
+                    if names - BENIGN_CALLS - {""}:
+                        work.append(stmt)
+            node = parent
+        if work:
+            work.sort(key=self._line)
+            lines = ", ".join(str(self._line(w)) for w in work)
+            self.ctx.report(work[0], "A2A405", f"code before the old mp.spawn (line {lines}) now runs in every "
+                            "torchrun process: guard downloads/dataset preparation with "
+                            "`if int(os.environ['RANK']) == 0:` and a dist.barrier()")
+
+    def _launch_note(self, line: cst.SimpleStatementLine, nproc: str, master: Dict[str, str]) -> None:
+        path = self.ctx.path
+        flags: List[str] = []
+        node = self.parents.get(line)
+        while node is not None:
+            if isinstance(node, cst.If):
+                d = dotted_name(node.test)
+                if d and "." in d:
+                    opt = self.argparse.get(d.split(".", 1)[1])
+                    if opt and opt.get("action") == "store_true":
+                        flags.append(opt["flag"])
+            node = self.parents.get(node)
+        tail = " ".join([path] + flags + ["..."])
+        single = f"torchrun --standalone --nproc_per_node={nproc} {tail}"
+        ws = self.argparse.get("world_size", {}).get("default")
+        rk = self.argparse.get("rank", {}).get("default")
+        url = self.argparse.get("dist_url", {}).get("default")
+        nnodes = str(ws) if isinstance(ws, int) and ws > 0 else "<NNODES>"
+        node_rank = str(rk) if isinstance(rk, int) and rk >= 0 else "<NODE_RANK>"
+        addr, port = "<MASTER_ADDR>", master.get("MASTER_PORT", "<MASTER_PORT>")
+        if isinstance(url, str):
+            m = re.match(r"tcp://([^:/]+):(\d+)", url)
+            if m:
+                addr, port = m.group(1), m.group(2)
+        multi = (f"torchrun --nnodes={nnodes} --node_rank={node_rank} --master_addr={addr} --master_port={port} "
+                 f"--nproc_per_node={nproc} {tail}")
+        self.ctx.launch_notes.append({"path": path, "command": single, "multi_node": multi})
+
+
+def _assignments(scope: cst.CSTNode) -> List[cst.Assign]:
+    """Assign statements inside `scope`, not descending into nested functions or classes."""
+    out: List[cst.Assign] = []
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            return n is scope
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Assign(self, n: cst.Assign) -> None:
+            out.append(n)
+
+    scope.visit(V())
+    return out
+
+
+def _is_rank_arithmetic(value: cst.BaseExpression, local: str) -> bool:
+    """`X + local` / `local + X` where X does not involve `local` (node_rank * ngpus + local_index)."""
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        return False
+    from .names import names_read
+    for a, b in ((value.left, value.right), (value.right, value.left)):
+        if isinstance(a, cst.Name) and a.value == local and local not in names_read(b):
+            return True
+    return False
+
+
+def _translate(code: str, mapping: Dict[str, str]) -> str:
+    head, dot, rest = code.partition(".")
+    return mapping.get(head, head) + dot + rest
+
+
+def _is_param(node: cst.CSTNode, name: str, parents) -> bool:
+    f = enclosing(node, parents, (cst.FunctionDef,))
+    while f is not None:
+        if any(p.name.value == name for p in f.params.params + f.params.kwonly_params):  # type: ignore[operator]
+            return True
+        f = enclosing(f, parents, (cst.FunctionDef,))
+    return False
+
+
+def _quote_like(node: cst.BaseExpression, text: str) -> str:
+    q = "'" if isinstance(node, cst.SimpleString) and node.value.startswith("'") else '"'
+    return f"{q}{text}{q}"
+
+
+def _argparse_options(module: cst.Module) -> Dict[str, Dict]:
+    """dest -> {"flag", "default", "action"} for add_argument calls with literal option strings."""
+    out: Dict[str, Dict] = {}
+    for c in iter_calls(module):
+        if not (isinstance(c.func, cst.Attribute) and c.func.attr.value == "add_argument"):
+            continue
+        flags = [literal_string(a.value) for a in c.args if a.keyword is None]
+        flags = [f for f in flags if f]
+        longs = [f for f in flags if f.startswith("--")]
+        if not longs and not flags:
+            continue
+        info: Dict = {"flag": (longs or flags)[0]}
+        dest = (longs or flags)[0].lstrip("-").replace("-", "_")
+        for a in c.args:
+            if a.keyword is None:
+                continue
+            k = a.keyword.value
+            if k == "dest":
+                dest = literal_string(a.value) or dest
+            elif k == "default":
+                num = literal_number(a.value)
+                s = literal_string(a.value)
+                info["default"] = int(num) if num is not None and num == int(num) else (num if num is not None else s)
+            elif k == "action":
+                info["action"] = literal_string(a.value)
+        out.setdefault(dest, info)
+    return out

@@ -1,12 +1,151 @@
-"""hand-written loss scaling and FP16_Optimizer patterns -> GradScaler.
+"""Hand-written loss scaling and apex FP16_Optimizer patterns -> torch.amp.GradScaler.
 
-Placeholder: the rules of this concern are added by its own change.
+Two patterns are rewritten, only when every piece is recognised in one module:
+
+- FP16_Optimizer: `opt = FP16_Optimizer(inner, static_loss_scale=S | dynamic_loss_scale=True)` with
+  `opt.backward(loss)`, `opt.clip_master_grads(n)` and `opt.step()` in the same function (or class,
+  for `self.opt`), plus the fp16 model casts (`network_to_half`, `FP16Model`, `.half()`,
+  `BN_convert_float`): fp32 model, autocast around forward + loss, and a GradScaler whose settings
+  match FP16_Optimizer's DynamicLossScaler (init 2**32, window 1000) or the static scale.
+- Static manual scaling: `(loss * S).backward()`, then a loop dividing every `p.grad` by S, then
+  `optimizer.step()`: `scaler.scale(loss).backward()`, `scaler.unscale_(optimizer)`, `scaler.step`.
+
+Everything else (dynamic hand-written scalers, fp32 master copies of a `.half()` model, scaler classes
+and optimizer wrappers that own the backward) is reported with the concrete replacement.
 """
 from __future__ import annotations
 
-import libcst as cst
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from .base import Codemod, FileContext
+import libcst as cst
+from libcst.metadata import ParentNodeProvider
+
+from .apex_modules import Resolver, ensure_torch
+from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
+from .edits import EditPlan, apply_plan
+from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code
+
+rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
+     severity=FIX,
+     why="""
+FP16_Optimizer kept fp32 master weights for an fp16 model and scaled the loss itself. Native AMP keeps
+the model fp32, runs forward + loss under torch.autocast, and scales with GradScaler:
+optimizer.backward(loss) -> scaler.scale(loss).backward(); clip_master_grads(n) -> scaler.unscale_ +
+clip_grad_norm_; optimizer.step() -> scaler.step(optimizer); scaler.update(). The dynamic scaler is
+matched (init_scale=2**32, growth_interval=1000); a static scale is approximated (see A2A503).""",
+     before="""model = network_to_half(model)
+optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)
+loss = criterion(model(x), y)
+optimizer.backward(loss)
+optimizer.step()""",
+     after="""scaler = torch.amp.GradScaler("cuda", init_scale=2.0**32, growth_interval=1000)
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = criterion(model(x), y)
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()""")
+rule("A2A502", "fp16-optimizer-manual", "FP16_Optimizer / fp16_utils usage that is not rewritten automatically",
+     fixes=False, severity=WARNING,
+     why="""
+The FP16_Optimizer pattern (or an fp16_utils helper such as network_to_half, prep_param_lists,
+master_params_to_model_params) was found but not every piece is in one recognised shape (the optimizer
+is passed to another function, .overflow is read, a closure is used, ...). Migrate by hand: keep the
+model fp32, wrap forward + loss in torch.autocast, create one torch.amp.GradScaler, and use
+scaler.scale(loss).backward(), scaler.unscale_(opt) before clipping, scaler.step(opt), scaler.update().""",
+     before="optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)\ntrain(model, optimizer)",
+     after="scaler = torch.amp.GradScaler(\"cuda\", init_scale=2.0**32, growth_interval=1000)\n"
+           "train(model, optimizer, scaler)")
+rule("A2A503", "static-loss-scale", "static loss scale approximated by GradScaler", fixes=False, severity=INFO,
+     why="""
+GradScaler has no static mode: it always skips a step whose gradients overflow and halves the scale,
+whereas a static scale never skips. init_scale=S with growth_interval=2**30 keeps the scale at S
+until an overflow happens.""",
+     before="FP16_Optimizer(opt, static_loss_scale=128.0)",
+     after="torch.amp.GradScaler(\"cuda\", init_scale=128.0, growth_interval=2**30)")
+rule("A2A504", "fp16-model-cast-removed", "fp16 model cast removed (the model stays fp32 under autocast)",
+     fixes=True, severity=FIX,
+     why="""
+GradScaler refuses fp16 gradients, and autocast picks fp16 per op, so network_to_half(model),
+FP16Model(model), model.half() and BN_convert_float(...) go. network_to_half wrapped the model in
+nn.Sequential(tofp16(), model): state dict keys lose their "1." prefix.""",
+     before="model = network_to_half(model)",
+     after="")
+rule("A2A505", "fp16-optimizer-state", "FP16_Optimizer state_dict / load_state_dict format changes", fixes=False,
+     severity=WARNING,
+     why="""
+FP16_Optimizer.state_dict() held loss_scaler, dynamic_loss_scale, overflow, optimizer_state_dict and
+fp32_from_fp16. After the migration the optimizer is the plain torch optimizer, so save
+scaler.state_dict() beside it, and convert old checkpoints with `apex2amp convert-checkpoint`.""",
+     before="torch.save({'optimizer': optimizer.state_dict()}, path)",
+     after="torch.save({'optimizer': optimizer.state_dict(), 'scaler': scaler.state_dict()}, path)")
+rule("A2A510", "manual-loss-scaling", "static manual loss scaling -> GradScaler", fixes=True, severity=FIX,
+     why="""
+`(loss * S).backward()` followed by dividing every gradient by S is what GradScaler does:
+scaler.scale(loss).backward(), scaler.unscale_(optimizer) where the division was, scaler.step and
+scaler.update(). init_scale=S with growth_interval=2**30 keeps the scale static until an overflow,
+which GradScaler (unlike the hand-written code) skips.""",
+     before="(loss * 128.0).backward()\nfor p in model.parameters():\n    p.grad.data.div_(128.0)\noptimizer.step()",
+     after="scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\nscaler.step(optimizer)\nscaler.update()")
+rule("A2A511", "manual-loss-scaling-manual", "hand-written loss scaling not rewritten automatically", fixes=False,
+     severity=WARNING,
+     why="""
+The loss is multiplied by a scale before backward, but the rest of the pattern (dynamic halving on
+overflow, fp32 master copies of a .half() model, skipped steps) is not in a shape the tool proves
+equivalent. Replace it with one torch.amp.GradScaler("cuda") (init_scale=S; growth_factor/backoff_factor/
+growth_interval to match your scaler) and an fp32 model under torch.autocast.""",
+     before="(loss * loss_scale).backward()\nif overflow: loss_scale /= 2; continue",
+     after="scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()")
+rule("A2A512", "scaler-wrapper-class", "class that owns the scaled backward (scaler class / optimizer wrapper)",
+     fixes=False, severity=WARNING,
+     why="""
+A class whose method scales the loss, calls backward and steps (a hand-written loss scaler or an
+FP16_Optimizer-style wrapper) hides the pattern from the tool. Replace its body with a
+torch.amp.GradScaler: scaler.scale(loss).backward(); scaler.unscale_(opt) (before clipping);
+scaler.step(opt); scaler.update(); and keep the model fp32 under torch.autocast.""",
+     before="class Scaler:\n    def __call__(self, loss, opt):\n        (loss * self.scale).backward()\n        ...",
+     after="scaler = torch.amp.GradScaler(\"cuda\")")
+
+FP16_OPT = "apex.fp16_utils.FP16_Optimizer"
+MODEL_WRAPPERS = {"apex.fp16_utils.network_to_half", "apex.fp16_utils.FP16Model", "apex.fp16_utils.BN_convert_float"}
+MASTER_HELPERS = {"apex.fp16_utils.prep_param_lists", "apex.fp16_utils.model_grads_to_master_grads",
+                  "apex.fp16_utils.master_params_to_model_params", "apex.fp16_utils.tofp16",
+                  "apex.fp16_utils.convert_network", "apex.fp16_utils.convert_module",
+                  "apex.fp16_utils.LossScaler", "apex.fp16_utils.DynamicLossScaler"}
+STATIC_INTERVAL = "2**30"
+
+
+def _stmt_line(node: cst.CSTNode, parents) -> Optional[cst.SimpleStatementLine]:
+    n = node
+    while n is not None and not isinstance(n, cst.SimpleStatementLine):
+        if isinstance(n, cst.BaseCompoundStatement):
+            return None
+        n = parents.get(n)
+    return n
+
+
+def _enclosing(node: cst.CSTNode, parents, kinds) -> Optional[cst.CSTNode]:
+    n = parents.get(node)
+    while n is not None and not isinstance(n, kinds):
+        n = parents.get(n)
+    return n
+
+
+def _block_of(stmt: cst.CSTNode, parents) -> Optional[Sequence[cst.CSTNode]]:
+    p = parents.get(stmt)
+    if isinstance(p, (cst.IndentedBlock, cst.Module)):
+        return p.body
+    return None
+
+
+def _expr_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+            and isinstance(stmt.body[0].value, cst.Call):
+        return stmt.body[0].value
+    return None
+
+
+def _stmts(code: str) -> List[cst.BaseStatement]:
+    return list(cst.parse_module(code).body)
 
 
 class ManualLossScalingToGradScaler(Codemod):
@@ -14,8 +153,588 @@ class ManualLossScalingToGradScaler(Codemod):
 
     NAME = "manual_scaling"
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
-    CODES = ()
-    PREFILTER = ()
+    CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512")
+    PREFILTER = (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        return wrapper.module
+        module = wrapper.module
+        m = _Migration(module, wrapper.resolve(ParentNodeProvider), ctx)
+        m.run()
+        if not m.plan:
+            return module
+        new = apply_plan(module, m.plan)
+        if m.needs_torch:
+            new = ensure_torch(new, m.res)
+        return new
+
+
+class _Migration:
+    def __init__(self, module: cst.Module, parents, ctx: FileContext):
+        self.module = module
+        self.parents = parents
+        self.ctx = ctx
+        self.res = Resolver(module, ctx.module_name)
+        self.plan = EditPlan()
+        self.needs_torch = False
+        opts = ctx.options
+        self.device = opts.device
+        self.gs = opts.grad_scaler_callee
+        self.calls: List[cst.Call] = []
+        self.attrs: List[cst.Attribute] = []
+        module.visit(_Gather(self.calls, self.attrs))
+        used = names_read(module) | {n for s in module.body for n in assigned_names(s)}
+        self.scaler_base = "grad_scaler" if "scaler" in used else "scaler"
+
+    def ok(self, node: cst.CSTNode, code: str) -> bool:
+        return self.ctx.enabled(code) and not self.ctx.suppressed(node, code)
+
+    def report(self, node, code, msg, fixed=False):
+        if self.ctx.enabled(code) and not (not fixed and self.ctx.suppressed(node, code)):
+            self.ctx.report(node, code, msg, fixed=fixed)
+
+    def run(self) -> None:
+        handled_model_casts: Set[int] = set()
+        fp16_opts = [c for c in self.calls if self.res.apex_name(c.func) == FP16_OPT]
+        helpers = [c for c in self.calls if self.res.apex_name(c.func) in MASTER_HELPERS]
+        for call in fp16_opts:
+            why = self._fp16_optimizer(call, handled_model_casts, blocked=bool(helpers))
+            if why:
+                self.report(call, "A2A502", f"FP16_Optimizer not rewritten: {why}. Migrate by hand: fp32 model, "
+                            f"torch.autocast around forward + loss, scaler = {self.gs}(\"{self.device}\", "
+                            "init_scale=2.0**32, growth_interval=1000), scaler.scale(loss).backward(), "
+                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
+        for call in helpers:
+            name = (self.res.apex_name(call.func) or "").rsplit(".", 1)[-1]
+            self.report(call, "A2A502", f"{name}: hand-made fp32 master weights / loss scaler from apex.fp16_utils; "
+                        "keep the model fp32 (no master copies), use torch.autocast and torch.amp.GradScaler")
+        for call in self.calls:
+            q = self.res.apex_name(call.func)
+            if q in MODEL_WRAPPERS and id(call) not in handled_model_casts:
+                self.report(call, "A2A502", f"{q.rsplit('.', 1)[1]}: keep the model fp32 and run forward + loss under "
+                            "torch.autocast (GradScaler rejects fp16 gradients); network_to_half also changed "
+                            "state_dict keys (prefix '1.')")
+        if not fp16_opts:
+            self._manual_scaling()
+        self._wrapper_classes()
+
+    # -- FP16_Optimizer -------------------------------------------------------------------
+    def _fp16_optimizer(self, call: cst.Call, handled: Set[int], blocked: bool) -> Optional[str]:
+        if not self.ok(call, "A2A501"):
+            return None
+        if blocked:
+            return "fp16_utils master-weight helpers are used in the same file"
+        stmt = _stmt_line(call, self.parents)
+        if stmt is None or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign) \
+                or stmt.body[0].value is not call or len(stmt.body[0].targets) != 1:
+            return "the call is not a plain `optimizer = FP16_Optimizer(...)` assignment"
+        target = dotted_name(stmt.body[0].targets[0].target)
+        if target is None or target.count(".") > 1 or ("." in target and not target.startswith("self.")):
+            return "the result is not assigned to a name or self attribute"
+        if any(a.star for a in call.args) or not call.args or call.args[0].keyword is not None:
+            return "arguments not understood"
+        scaler_args, note = self._scaler_args(call)
+        if scaler_args is None:
+            return note
+        # scope: the function (or the class, for self.x) that owns the assignment
+        if target.startswith("self."):
+            scope = _enclosing(stmt, self.parents, (cst.ClassDef,))
+            scaler_name = f"self.{self.scaler_base}"
+        else:
+            scope = _enclosing(stmt, self.parents, (cst.FunctionDef,)) or self.module
+            scaler_name = self.scaler_base
+        if scope is None:
+            return "self attribute outside a class"
+        uses = [a for a in self.attrs if dotted_name(a.value) == target and _within(scope, a, self.parents)]
+        outside = [c for c in self.calls if isinstance(c.func, cst.Attribute)
+                   and c.func.attr.value in ("backward", "clip_master_grads") and c.args
+                   and not _within(scope, c, self.parents) and c.func.attr.value == "clip_master_grads"]
+        if outside:
+            return "clip_master_grads is called outside the function that creates the optimizer"
+        backwards, steps, clips, renames, states = [], [], [], [], []
+        for a in uses:
+            parent = self.parents.get(a)
+            name = a.attr.value
+            is_call = isinstance(parent, cst.Call) and parent.func is a
+            if name == "backward" and is_call:
+                if len(parent.args) != 1 or parent.args[0].keyword or parent.args[0].star:
+                    return "optimizer.backward() is called with extra arguments"
+                line = _stmt_line(parent, self.parents)
+                if _expr_call(line) is not parent:
+                    return "optimizer.backward(...) is not a statement of its own"
+                backwards.append((line, parent.args[0].value))
+            elif name == "step" and is_call:
+                line = _stmt_line(parent, self.parents)
+                if parent.args or _expr_call(line) is not parent:
+                    return "optimizer.step() takes a closure or is used as a value"
+                steps.append(line)
+            elif name == "clip_master_grads" and is_call:
+                if not parent.args or any(x.star for x in parent.args):
+                    return "clip_master_grads arguments not understood"
+                clips.append(parent)
+            elif name == "optimizer":
+                renames.append(a)
+            elif name in ("state_dict", "load_state_dict"):
+                states.append(a)
+            elif name in ("zero_grad", "param_groups", "state", "add_param_group"):
+                continue
+            elif name == "loss_scale":
+                renames.append(a)
+            else:
+                return f"optimizer.{name} has no GradScaler counterpart the tool can place (e.g. .overflow)"
+        if not backwards or not steps:
+            return "optimizer.backward(loss) and optimizer.step() are not both in the function that creates it"
+        # model casts in the module
+        model_names, cast_edits = self._model_casts()
+        if cast_edits is None:
+            return model_names  # type: ignore[return-value]
+        # autocast regions
+        regions = []
+        for line, loss in backwards:
+            region = self._region(line, loss, set(model_names))
+            if isinstance(region, str):
+                return region
+            regions.append(region)
+        # -- all recognised: plan the edits -----------------------------------------------
+        self.needs_torch = True
+        use_scaler = self.ctx.options.use_scaler
+        inner = call.args[0].value
+        assign: List[str] = []
+        if code_of(inner) != target:
+            assign.append(f"{target} = {code_of(inner)}")
+        if use_scaler:
+            assign.append(f"{scaler_name} = {self.gs}(\"{self.device}\", {scaler_args})")
+        new_stmts = _stmts("\n".join(assign) + "\n") if assign else []
+        if new_stmts:
+            new_stmts[0] = new_stmts[0].with_changes(leading_lines=stmt.leading_lines)
+            self.plan.replace_stmt[stmt] = new_stmts
+        else:
+            self.plan.remove(stmt)
+        for line, loss in backwards:
+            lc = code_of(loss)
+            new = f"{scaler_name}.scale({lc}).backward()" if use_scaler else f"{_paren(loss)}.backward()"
+            self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(cst.parse_expression(new))])]
+        for line in steps:
+            body = [f"{scaler_name}.step({target})", f"{scaler_name}.update()"] if use_scaler else [f"{target}.step()"]
+            out = _stmts("\n".join(body) + "\n")
+            out[0] = out[0].with_changes(leading_lines=line.leading_lines)
+            if line.trailing_whitespace.comment:
+                out[0] = out[0].with_changes(trailing_whitespace=line.trailing_whitespace)
+            self.plan.replace_stmt[line] = out
+        params = f"[p for group in {target}.param_groups for p in group[\"params\"]]"
+        for c in clips:
+            rest = ", ".join(code_of(a) for a in c.args).rstrip(", ")
+            new = cst.parse_expression(f"torch.nn.utils.clip_grad_norm_({params}, {rest})")
+            self.plan.replace_node[c] = new
+            if use_scaler:
+                line = _stmt_line(c, self.parents)
+                self.plan.insert_before(line, _stmts(f"{scaler_name}.unscale_({target})\n"))
+        for a in renames:
+            if a.attr.value == "optimizer":
+                self.plan.replace_node[a] = cst.parse_expression(target)
+            else:
+                self.plan.replace_node[a] = cst.parse_expression(
+                    f"{scaler_name}.get_scale()" if use_scaler else "1.0")
+        for a in states:
+            self.report(a, "A2A505", f"{target}.{a.attr.value}(): the optimizer state no longer holds the loss scaler; "
+                        f"save/load {scaler_name}.state_dict() beside it and convert old checkpoints with "
+                        "`apex2amp convert-checkpoint`")
+        for node, edit, what in cast_edits:
+            handled.update(id(c) for c in self.calls if _within(node, c, self.parents)
+                           and self.res.apex_name(c.func) in MODEL_WRAPPERS)
+            if edit is None:
+                self.plan.remove(node)
+            else:
+                self.plan.replace_node[node] = edit
+            self.report(node, "A2A504", f"{what} removed: the model stays fp32 and autocast picks fp16 per op", fixed=True)
+        dtype = "float16" if use_scaler else "bfloat16"
+        for region in regions:
+            if region is None:
+                continue
+            first, last = region
+            self.plan.wrap(first, last, _autocast_maker(self.device, dtype))
+        self.report(call, "A2A501", "FP16_Optimizer -> fp32 model + torch.autocast + "
+                    + (f"{self.gs} ({note})" if use_scaler else "bf16 autocast without a scaler"), fixed=True)
+        if use_scaler and "static" in note:
+            self.report(call, "A2A503", f"static loss scale approximated: {note}", fixed=True)
+        return None
+
+    def _scaler_args(self, call: cst.Call) -> Tuple[Optional[str], str]:
+        names = ("init_optimizer", "static_loss_scale", "dynamic_loss_scale", "dynamic_loss_args", "verbose")
+        bound: Dict[str, cst.BaseExpression] = {}
+        pos = 0
+        for a in call.args:
+            if a.keyword is None:
+                if pos >= len(names):
+                    return None, "too many arguments"
+                bound[names[pos]] = a.value
+                pos += 1
+            elif a.keyword.value in names:
+                bound[a.keyword.value] = a.value
+            else:
+                return None, f"unknown argument {a.keyword.value}"
+        dyn = bound.get("dynamic_loss_scale")
+        static = bound.get("static_loss_scale")
+        static_code = code_of(static) if static is not None else "1.0"
+        if dyn is not None and isinstance(dyn, cst.Name) and dyn.value in ("True", "False"):
+            dyn_lit: Optional[bool] = dyn.value == "True"
+        elif dyn is None:
+            dyn_lit = False
+        else:
+            dyn_lit = None
+        init, interval, factor = "2.0**32", "1000", None
+        dargs = bound.get("dynamic_loss_args")
+        if dargs is not None and not (isinstance(dargs, cst.Name) and dargs.value == "None"):
+            if not isinstance(dargs, cst.Dict):
+                return None, "dynamic_loss_args is not a literal dict"
+            for el in dargs.elements:
+                if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+                    return None, "dynamic_loss_args is not a literal dict"
+                k = el.key.evaluated_value
+                if k == "init_scale":
+                    init = code_of(el.value)
+                elif k == "scale_window":
+                    interval = code_of(el.value)
+                elif k == "scale_factor":
+                    factor = code_of(el.value)
+                else:
+                    return None, f"dynamic_loss_args key {k!r} has no GradScaler counterpart"
+        dyn_kw = f"init_scale={init}, growth_interval={interval}"
+        if factor is not None:
+            dyn_kw += f", growth_factor={factor}, backoff_factor=1 / {factor}"
+        if dyn_lit is True:
+            return dyn_kw, "dynamic scaler matched: init_scale=2**32, growth_interval=1000, like FP16_Optimizer"
+        if dyn_lit is False:
+            return (f"init_scale={static_code}, growth_interval={STATIC_INTERVAL}",
+                    f"static scale {static_code}: GradScaler still skips steps and halves on overflow")
+        d = code_of(dyn)
+        if factor is not None:
+            return None, "a conditional dynamic_loss_scale with dynamic_loss_args"
+        return (f"init_scale={init} if {d} else {static_code}, "
+                f"growth_interval={interval} if {d} else {STATIC_INTERVAL}",
+                f"dynamic when {d}, else static scale {static_code} (GradScaler still skips overflowing steps)")
+
+    def _model_casts(self):
+        """(model names, [(node, replacement or None for removal, description)]) or (reason, None)."""
+        names: List[str] = []
+        edits: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], str]] = []
+        for c in self.calls:
+            q = self.res.apex_name(c.func)
+            is_half = isinstance(c.func, cst.Attribute) and c.func.attr.value == "half" and not c.args
+            if q not in MODEL_WRAPPERS and not is_half:
+                continue
+            line = _stmt_line(c, self.parents)
+            if line is None or len(line.body) != 1:
+                continue
+            small = line.body[0]
+            if isinstance(small, cst.Expr) and small.value is c and is_half:
+                model = dotted_name(c.func.value)  # type: ignore[union-attr]
+                if model:
+                    names.append(model)
+                    edits.append((line, None, f"{model}.half()"))
+                continue
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            target = dotted_name(small.targets[0].target)
+            if target is None:
+                continue
+            stripped = _strip_casts(small.value, self.res)
+            if stripped is small.value:
+                continue
+            src = dotted_name(_base_of(stripped))
+            if src != target and q is None:
+                # input casts such as `x = batch.half()` stay (the hazard lint reports them)
+                continue
+            if any(e[0] is line for e in edits):
+                continue
+            names.append(target)
+            if norm_code(stripped) == norm_code(small.targets[0].target):
+                edits.append((line, None, code_of(small.value).strip()))
+            else:
+                edits.append((small.value, stripped, code_of(small.value).strip()))
+        return names, edits
+
+    def _region(self, line: cst.SimpleStatementLine, loss: cst.BaseExpression, models: Set[str]):
+        """(first, last) statements to wrap in autocast, None when already under autocast, or a reason."""
+        loss_name = dotted_name(loss)
+        if loss_name is None:
+            return "the loss passed to backward() is an expression, not a name"
+        for anc in _ancestors(line, self.parents):
+            if isinstance(anc, cst.With) and any("autocast" in (dotted_name(i.item.func) or "")
+                                                 for i in anc.items if isinstance(i.item, cst.Call)):
+                return None
+        block = _block_of(line, self.parents)
+        if block is None:
+            return "optimizer.backward(loss) is not in a statement block"
+        idx = next(i for i, s in enumerate(block) if s is line)
+        loss_idx = None
+        for i in range(idx - 1, -1, -1):
+            if loss_name in assigned_names(block[i]):
+                loss_idx = i
+                break
+        if loss_idx is None:
+            return f"`{loss_name}` is not computed in the same block as optimizer.backward({loss_name})"
+        start = loss_idx
+        for i in range(loss_idx + 1):
+            if _calls_any(block[i], models):
+                start = i
+                break
+        for s in block[start:loss_idx + 1]:
+            if any(isinstance(n, (cst.Return, cst.Yield)) for n in _walk(s)) or not isinstance(
+                    s, (cst.SimpleStatementLine, cst.If, cst.With, cst.For)):
+                return "the forward pass cannot be wrapped in autocast as it is"
+        return (block[start], block[loss_idx])
+
+    # -- static manual loss scaling ----------------------------------------------------------
+    def _manual_scaling(self) -> None:
+        for c in self.calls:
+            if not (isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"):
+                continue
+            recv = c.func.value
+            prod = recv if isinstance(recv, cst.BinaryOperation) else None
+            scaled_stmt = None
+            line = _stmt_line(c, self.parents)
+            if line is None or _expr_call(line) is not c:
+                continue
+            block = _block_of(line, self.parents)
+            if block is None:
+                continue
+            idx = next(i for i, s in enumerate(block) if s is line)
+            if prod is None and isinstance(recv, cst.Name) and idx > 0:
+                prev = block[idx - 1]
+                if isinstance(prev, cst.SimpleStatementLine) and len(prev.body) == 1 and isinstance(
+                        prev.body[0], cst.Assign) and len(prev.body[0].targets) == 1 and dotted_name(
+                        prev.body[0].targets[0].target) == recv.value and isinstance(prev.body[0].value,
+                                                                                     cst.BinaryOperation):
+                    prod = prev.body[0].value
+                    scaled_stmt = prev
+            if prod is None or not isinstance(prod.operator, cst.Multiply):
+                continue
+            parts = self._split_scale(prod)
+            if parts is None:
+                continue
+            loss, scale = parts
+            if not self.ok(c, "A2A510"):
+                continue
+            why = self._static_pattern(c, line, block, idx, loss, scale, scaled_stmt)
+            if why:
+                self.report(c, "A2A511", f"hand-written loss scaling (loss * {code_of(scale)}) not rewritten: {why}. "
+                            f"Use scaler = {self.gs}(\"{self.device}\", init_scale={code_of(scale)}) with "
+                            "scaler.scale(loss).backward(), scaler.unscale_(optimizer) where gradients are "
+                            "divided, scaler.step(optimizer), scaler.update(), and an fp32 model under torch.autocast")
+
+    def _split_scale(self, prod: cst.BinaryOperation):
+        def is_scale(e: cst.BaseExpression) -> bool:
+            v = literal_number(e)
+            if v is not None:
+                return v > 1
+            n = dotted_name(e)
+            return n is not None and "scale" in n.lower()
+        if is_scale(prod.right) and not is_scale(prod.left):
+            return prod.left, prod.right
+        if is_scale(prod.left) and not is_scale(prod.right):
+            return prod.right, prod.left
+        return None
+
+    def _static_pattern(self, call, line, block, idx, loss, scale, scaled_stmt) -> Optional[str]:
+        func = _enclosing(line, self.parents, (cst.FunctionDef,))
+        scope = func or self.module
+        code = code_of(scope)
+        if any(k in code for k in ("isinf", "isnan", "isfinite", "overflow")):
+            return "the surrounding code checks for overflow (dynamic scaling): map its halving/growth to " \
+                   "GradScaler's backoff_factor/growth_interval"
+        if ".half()" in code_of(self.module) or "float16" in code_of(self.module):
+            return "the model or inputs are cast to fp16 by hand (fp32 master copies): keep the model fp32 " \
+                   "under torch.autocast instead"
+        sname = dotted_name(scale)
+        if sname is not None:
+            assigns = [s for s in _walk(scope) if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                       and sname in _targets(s)]
+            if len(assigns) > 1 or any(isinstance(s, cst.AugAssign) for s in assigns):
+                return f"{sname} changes during training (dynamic scaling)"
+        # the unscale loop and the step
+        loop_i = step_i = None
+        opt = None
+        for j in range(idx + 1, len(block)):
+            s = block[j]
+            if loop_i is None and isinstance(s, cst.For) and _divides_grads(s, scale):
+                loop_i = j
+                continue
+            c = _expr_call(s)
+            if c is not None and isinstance(c.func, cst.Attribute) and c.func.attr.value == "step" and not c.args:
+                step_i, opt = j, dotted_name(c.func.value)
+                break
+        if loop_i is None:
+            return "no loop dividing every gradient by the scale before optimizer.step() in the same block"
+        if step_i is None or opt is None:
+            return "no optimizer.step() after the gradient division in the same block"
+        # where the scaler is created: before the outermost loop around the backward, in the function
+        anchor = line
+        for anc in _ancestors(line, self.parents):
+            if anc is scope:
+                break
+            if isinstance(anc, (cst.For, cst.While)):
+                anchor = anc
+        while self.parents.get(anchor) is not None and _block_of(anchor, self.parents) is None:
+            anchor = self.parents.get(anchor)
+        if sname is not None and any(sname in assigned_names(s) for s in _walk(anchor) if
+                                     isinstance(s, cst.SimpleStatementLine)):
+            return f"{sname} is assigned inside the training loop"
+        self.needs_torch = True
+        sc = self.scaler_base
+        self.plan.insert_before(anchor, _stmts(
+            f"{sc} = {self.gs}(\"{self.device}\", init_scale={code_of(scale)}, growth_interval={STATIC_INTERVAL})\n"))
+        self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(cst.parse_expression(
+            f"{sc}.scale({code_of(loss)}).backward()"))])]
+        if scaled_stmt is not None:
+            self.plan.remove(scaled_stmt)
+        loop = block[loop_i]
+        self.plan.replace_stmt[loop] = [_stmts(f"{sc}.unscale_({opt})\n")[0].with_changes(
+            leading_lines=loop.leading_lines)]
+        step = block[step_i]
+        out = _stmts(f"{sc}.step({opt})\n{sc}.update()\n")
+        out[0] = out[0].with_changes(leading_lines=step.leading_lines)
+        self.plan.replace_stmt[step] = out
+        self.report(call, "A2A510", f"static loss scale {code_of(scale)} -> {self.gs} (init_scale={code_of(scale)}, "
+                    f"growth_interval={STATIC_INTERVAL}); the gradient division became scaler.unscale_({opt})", fixed=True)
+        self.report(call, "A2A503", f"static loss scale {code_of(scale)} approximated: GradScaler skips steps whose "
+                    "gradients overflow and then halves the scale", fixed=True)
+        return None
+
+    # -- wrapper classes ---------------------------------------------------------------------
+    def _wrapper_classes(self) -> None:
+        for cls in [n for n in _walk(self.module) if isinstance(n, cst.ClassDef)]:
+            code = code_of(cls)
+            if "GradScaler" in code or ".backward(" not in code:
+                continue
+            owns = False
+            for c in (n for n in _walk(cls) if isinstance(n, cst.Call)):
+                if isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward":
+                    recv = c.func.value
+                    if isinstance(recv, cst.BinaryOperation) and isinstance(recv.operator, cst.Multiply) and \
+                            "scale" in code_of(recv).lower():
+                        owns = True
+            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)} \
+                if isinstance(cls.body, cst.IndentedBlock) else set()
+            if {"backward", "step"} <= methods and ("clip_master_grads" in methods or "loss_scale" in code):
+                owns = True
+            if owns:
+                self.report(cls, "A2A512", f"class {cls.name.value} scales the loss and owns the backward: replace "
+                            f"it with {self.gs}(\"{self.device}\"): scaler.scale(loss).backward(), "
+                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
+
+
+# -- small tree helpers ------------------------------------------------------------------------
+
+
+class _Gather(cst.CSTVisitor):
+    def __init__(self, calls, attrs):
+        self.calls, self.attrs = calls, attrs
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.attrs.append(node)
+
+
+def _walk(node: cst.CSTNode) -> List[cst.CSTNode]:
+    out: List[cst.CSTNode] = []
+
+    class V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(V())
+    return out
+
+
+def _within(outer: cst.CSTNode, inner: cst.CSTNode, parents) -> bool:
+    n = inner
+    while n is not None:
+        if n is outer:
+            return True
+        n = parents.get(n)
+    return False
+
+
+def _ancestors(node: cst.CSTNode, parents):
+    n = parents.get(node)
+    while n is not None:
+        yield n
+        n = parents.get(n)
+
+
+def _targets(s: cst.CSTNode) -> Set[str]:
+    if isinstance(s, cst.Assign):
+        return {dotted_name(t.target) or "" for t in s.targets}
+    return {dotted_name(s.target) or ""}  # type: ignore[attr-defined]
+
+
+def _calls_any(stmt: cst.CSTNode, names: Set[str]) -> bool:
+    if not names:
+        return False
+    return any(isinstance(n, cst.Call) and (dotted_name(n.func) in names or (
+        isinstance(n.func, cst.Attribute) and n.func.attr.value == "forward" and dotted_name(n.func.value) in names))
+        for n in _walk(stmt))
+
+
+def _paren(e: cst.BaseExpression) -> str:
+    c = code_of(e)
+    return c if isinstance(e, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({c})"
+
+
+def _base_of(e: cst.BaseExpression) -> cst.BaseExpression:
+    """`model` of `model.cuda()` / `model.to(device)` chains."""
+    while isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and e.func.attr.value in ("cuda", "to", "cpu"):
+        e = e.func.value
+    return e
+
+
+def _strip_casts(e: cst.BaseExpression, res: Resolver) -> cst.BaseExpression:
+    """`e` without `.half()` calls and fp16_utils model wrappers (the same node when there are none)."""
+    if isinstance(e, cst.Call):
+        q = res.apex_name(e.func)
+        if q in MODEL_WRAPPERS and len(e.args) == 1 and e.args[0].keyword is None:
+            return _strip_casts(e.args[0].value, res)
+        if isinstance(e.func, cst.Attribute):
+            if e.func.attr.value == "half" and not e.args:
+                return _strip_casts(e.func.value, res)
+            inner = _strip_casts(e.func.value, res)
+            if inner is not e.func.value and e.func.attr.value in ("cuda", "to", "cpu", "train", "eval"):
+                return e.with_changes(func=e.func.with_changes(value=inner))
+    return e
+
+
+def _divides_grads(loop: cst.For, scale: cst.BaseExpression) -> bool:
+    """`for p in ...: [if p.grad is not None:] p.grad(.data).div_(S)` / `/= S` / `.mul_(1/S)`."""
+    var = dotted_name(loop.target)
+    if var is None or not isinstance(loop.body, cst.IndentedBlock) or loop.orelse is not None:
+        return False
+    body = list(loop.body.body)
+    if len(body) == 1 and isinstance(body[0], cst.If) and body[0].orelse is None and isinstance(
+            body[0].body, cst.IndentedBlock) and "grad" in code_of(body[0].test):
+        body = list(body[0].body.body)
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+        return False
+    small = body[0].body[0]
+    s = norm_code(scale)
+    grads = {f"{var}.grad", f"{var}.grad.data"}
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign):
+        return dotted_name(small.target) in grads and norm_code(small.value) == s
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        c = small.value
+        if isinstance(c.func, cst.Attribute) and dotted_name(c.func.value) in grads and len(c.args) == 1:
+            if c.func.attr.value == "div_":
+                return norm_code(c.args[0].value) == s
+            if c.func.attr.value == "mul_":
+                return norm_code(c.args[0].value) in (f"1/{s}", f"1.0/{s}", f"1./{s}", f"(1/{s})", f"(1.0/{s})")
+    return False
+
+
+def _autocast_maker(device: str, dtype: str):
+    def make(stmts: List[cst.BaseStatement]) -> cst.BaseStatement:
+        head = cst.parse_statement(f"with torch.autocast(\"{device}\", dtype=torch.{dtype}):\n    pass\n")
+        assert isinstance(head, cst.With)
+        return head.with_changes(body=head.body.with_changes(body=stmts))
+    return make

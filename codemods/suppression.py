@@ -1,15 +1,47 @@
 """`# apex2amp: ignore` and `# apex2amp: ignore[CODE,...]` comments.
 
-A trailing comment covers its own line; a comment alone on a line covers the next code line (the
-first line of a multi-line statement). Codes match by prefix, like `--ignore`.
+A comment covers the whole statement line it sits on: a trailing comment on any physical line of a
+multi-line statement (a call spread over lines) covers every line of that statement, and a comment alone
+on a line covers the next statement the same way. Only the header line of a compound statement (`with`,
+`for`, `def`, ...) is covered, not its body. Codes match by prefix, like `--ignore`; `ignore` without a
+list covers every code.
 """
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 _RX = re.compile(r"#\s*apex2amp:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?", re.I)
 ALL: FrozenSet[str] = frozenset({"*"})
+
+
+def _codes_of(match: "re.Match[str]") -> FrozenSet[str]:
+    if match.group(1) is None:
+        return ALL
+    return frozenset(c.strip().upper() for c in match.group(1).split(",") if c.strip())
+
+
+def _statement_spans(text: str) -> Optional[List[Tuple[int, int]]]:
+    """(first, last) physical lines of every logical line, from the tokenizer (None if it fails)."""
+    spans: List[Tuple[int, int]] = []
+    start: Optional[int] = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
+                            tokenize.ENCODING, tokenize.ENDMARKER):
+                continue
+            if tok.type == tokenize.NEWLINE:
+                if start is not None:
+                    spans.append((start, tok.start[0]))
+                start = None
+                continue
+            if start is None:
+                start = tok.start[0]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return spans
 
 
 class Suppressions:
@@ -20,32 +52,53 @@ class Suppressions:
         self.comment_lines: List[Tuple[int, FrozenSet[str]]] = []
         if "apex2amp" not in text:
             return
+        per_line: Dict[int, FrozenSet[str]] = {}
         pending: Optional[FrozenSet[str]] = None
         for i, line in enumerate(text.splitlines(), start=1):
             m = _RX.search(line)
             stripped = line.strip()
             codes: Optional[FrozenSet[str]] = None
             if m:
-                codes = ALL if m.group(1) is None else frozenset(
-                    c.strip().upper() for c in m.group(1).split(",") if c.strip())
+                codes = _codes_of(m)
                 self.comment_lines.append((i, codes))
             if m and stripped.startswith("#"):
                 pending = codes if pending is None else pending | codes
                 continue
             if not stripped:
                 continue
+            if stripped.startswith("#"):
+                continue  # other comments between the suppression and its statement
             merged = codes
             if pending is not None:
                 merged = pending if merged is None else merged | pending
                 pending = None
             if merged is not None:
-                self.lines[i] = merged
+                per_line[i] = merged
+        if not per_line:
+            return
+        spans = _statement_spans(text)
+        if spans is None:
+            self.lines = per_line
+            return
+        self.lines = dict(per_line)
+        for first, last in spans:
+            found = [per_line[n] for n in range(first, last + 1) if n in per_line]
+            if not found:
+                continue
+            union = ALL if any(c is ALL or "*" in c for c in found) else frozenset().union(*found)
+            for n in range(first, last + 1):
+                self.lines[n] = union
 
     def covers(self, line: int, code: str) -> bool:
+        """Whether a comment covers `code` at `line`. `code` may be a family prefix (`A2A2`): then a
+        comment naming any code of that family covers it (suppressing more is the safe side)."""
         codes = self.lines.get(line)
         if codes is None:
             return False
-        return codes is ALL or "*" in codes or any(code.upper().startswith(c) for c in codes)
+        if codes is ALL or "*" in codes:
+            return True
+        code = code.upper()
+        return any(code.startswith(c) or c.startswith(code) for c in codes)
 
     def __bool__(self) -> bool:
         return bool(self.lines)

@@ -13,6 +13,7 @@ from . import __version__
 from .engine import RunConfig, Selection, run
 from .output import emit_run
 
+PROGRESS_PROBE = 10 ** 9  # "would a long run get a bar here?" (stderr is a terminal, not --quiet)
 DTYPES = click.Choice(["float16", "bfloat16", "fp16", "bf16"])
 
 
@@ -24,11 +25,11 @@ def _split(values: Sequence[str]) -> List[str]:
 
 
 def _parse_version(text: str) -> tuple:
-    parts = text.strip().split(".")
+    from .config import ConfigError, parse_version
     try:
-        return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
-    except ValueError:
-        raise click.BadParameter(f"not a torch version: {text!r} (expected e.g. 2.4)") from None
+        return parse_version(text, "--min-torch")
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def _norm_dtype(d: Optional[str]) -> Optional[str]:
@@ -57,6 +58,8 @@ def common_options(f):
         click.option("--color/--no-color", default=None, help="Colour output (default: when on a terminal)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                      help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
+        click.option("--verify-json", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="JSON written by `apex2amp verify --json`, summarised in the --report."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -64,12 +67,12 @@ def common_options(f):
 
 
 def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool) -> RunConfig:
+    """Settings from `[tool.apex2amp]`, overridden by the command line."""
     from .config import load_config
     file_cfg = load_config(paths, config_path)
     sel = _split(select) or file_cfg.get("select", [])
     ign = _split(ignore) or file_cfg.get("ignore", [])
-    if not select and file_cfg.get("extend-ignore"):
-        ign = ign + file_cfg["extend-ignore"]
+    ign = ign + file_cfg.get("extend-ignore", [])
     dt = _norm_dtype(dtype) or _norm_dtype(file_cfg.get("dtype")) or "float16"
     mt = _parse_version(min_torch) if min_torch else (
         _parse_version(str(file_cfg["min-torch"])) if file_cfg.get("min-torch") else (2, 4))
@@ -80,22 +83,35 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
 
 
 def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet,
-                 verbose, show_ignored, color, config_path, diff: bool = False) -> int:
+                 verbose, show_ignored, color, config_path, verify_json=None, diff: bool = False) -> int:
+    """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
+    from .config import ConfigError
+    from .output import progress, wants_progress
     if not paths:
         paths = (".",)
     missing = [p for p in paths if not os.path.lexists(p)]
     for p in missing:
         click.echo(f"{p}: error: no such file or directory", err=True)
+    if verify_json and not report:
+        click.echo("error: --verify-json needs --report FILE.md", err=True)
+        return 2
     try:
         config = _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path,
                                write=(mode == "rewrite" and not diff))
-    except (click.BadParameter, ValueError) as e:
-        click.echo(f"error: {e}", err=True)
+    except (click.BadParameter, ConfigError, ValueError) as e:
+        click.echo(f"error: {getattr(e, 'message', None) or e}", err=True)
         return 2
     existing = [p for p in paths if os.path.lexists(p)]
-    result = run(existing, config) if existing else None
+    result = None
+    if existing:
+        n_files = 0
+        if wants_progress(PROGRESS_PROBE, quiet):
+            from .discovery import discover
+            n_files = sum(1 for _ in discover(existing, config.excludes))
+        with progress(n_files, wants_progress(n_files, quiet)) as on_result:
+            result = run(existing, config, on_result=on_result) if on_result else run(existing, config)
     code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
-                    verbose=verbose, show_ignored=show_ignored, color=color)
+                    verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
     if missing:
         return 2
     return code
@@ -111,20 +127,20 @@ def main() -> None:
 @common_options
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
 def rewrite(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
-            show_ignored, color, config_path, diff):
+            show_ignored, color, config_path, verify_json, diff):
     """Rewrite files in place (or print a diff with --diff)."""
     sys.exit(_run_command("rewrite", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
-                          quiet, verbose, show_ignored, color, config_path, diff=diff))
+                          quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff))
 
 
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Also print the diff of what rewrite would change.")
 def check(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
-          show_ignored, color, config_path, diff):
+          show_ignored, color, config_path, verify_json, diff):
     """Write nothing; list what rewrite would change and every finding."""
     sys.exit(_run_command("check", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
-                          quiet, verbose, show_ignored, color, config_path, diff=diff))
+                          quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff))
 
 
 @main.command()

@@ -18,7 +18,7 @@ from codemods.base import FIX, FileContext, Finding, Options, RepoFacts
 from codemods.registry import CODEMODS, may_need_work
 from codemods.suppression import Suppressions
 
-from . import discovery
+from . import discovery, prefilter
 from .fileio import Source, SourceError, decode_python, decode_text, read_bytes, write_atomic
 
 
@@ -87,87 +87,128 @@ def _parse_error(e: Exception) -> str:
     return f"cannot parse: {e}"
 
 
-def _stage_codemods(data: bytes, select: Callable[[str], bool]):
-    for cm in CODEMODS:
-        if not any(select(c) for c in cm.CODES):
-            continue
-        if cm.matches(data):
-            yield cm
+def _run_codemods_for(data: bytes, select: Callable[[str], bool], module_name: str, facts: Optional[RepoFacts],
+                     use_prefilter: bool) -> List[Any]:
+    """The codemods that must see a file: both prefilter stages, or every selected one without them."""
+    if use_prefilter and not prefilter.coarse(data) and not prefilter.mentions_fact(data, facts):
+        return []
+    return prefilter.codemods_for(data, CODEMODS, select, module_name=module_name, facts=facts,
+                                  enabled=use_prefilter)
+
+
+def _guard(e: BaseException) -> None:
+    """Re-raise what must stop the run (Ctrl-C, exit); everything else becomes a per-file error."""
+    if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        raise e
 
 
 def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
-                   select: Optional[Callable[[str], bool]] = None) -> RepoFacts:
-    """Pass 1: the repo facts one file contributes (nothing for files no codemod wants)."""
+                   select: Optional[Callable[[str], bool]] = None, prefilter_enabled: bool = True) -> RepoFacts:
+    """Pass 1: the repo facts one file contributes (nothing for files no analyzing codemod wants)."""
     data = text.encode("utf-8", "surrogatepass")
     ctx = FileContext(path, module_name, options, None, select)
-    if not may_need_work(data):
+    wanted = [cm for cm in _run_codemods_for(data, ctx.select, module_name, None, prefilter_enabled)
+              if prefilter.analyzes(cm)]
+    if not wanted:
         return ctx.exported
     try:
         module = _parse(text)
-    except Exception:
+    except BaseException as e:  # noqa: B036 - libcst's native parser may panic (BaseException)
+        _guard(e)
         return ctx.exported
-    for cm in _stage_codemods(data, ctx.select):
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        ctx.begin_stage(wrapper.resolve(PositionProvider))
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    for cm in wanted:
+        ctx.begin_stage(positions)
         try:
             cm.analyze(wrapper, ctx)
-        except Exception:
-            pass
+        except BaseException as e:  # noqa: B036
+            _guard(e)
         ctx.end_stage()
     return ctx.exported
 
 
-def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
-                   select: Optional[Callable[[str], bool]] = None, facts: Optional[RepoFacts] = None,
-                   check_stable: bool = True) -> Result:
-    """Rewrite one Python source text. Never raises for bad input: errors land in `Result.error`."""
-    select = select or Selection()
-    data = text.encode("utf-8", "surrogatepass")
-    if not may_need_work(data):
-        return Result(text, text)
-    try:
-        module = _parse(text)
-    except Exception as e:  # libcst raises ParserSyntaxError, sometimes others on odd input
-        return Result(text, text, error=_parse_error(e))
-    ctx = FileContext(path, module_name, options, facts, select)
+def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: FileContext, track_lines: bool
+                    ) -> Tuple[str, List[Finding], Optional[str]]:
+    """Run `codemods` in order on `module` (parsed from `text`): (new text, findings, error).
+
+    Metadata is resolved once per distinct tree: a stage that returns its module unchanged lets the
+    next stage reuse the wrapper and its positions.
+    """
     findings: List[Finding] = []
     maps: List[List[int]] = []
     current = text
-    for cm in _stage_codemods(data, select):
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        ctx.begin_stage(wrapper.resolve(PositionProvider))
-        ctx.suppressions = Suppressions(current)
+    wrapper: Optional[MetadataWrapper] = None
+    positions: Any = None
+    suppressions: Optional[Suppressions] = None
+    for cm in codemods:
+        if wrapper is None or wrapper.module is not module:
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+            positions = wrapper.resolve(PositionProvider)
+        if suppressions is None:
+            suppressions = Suppressions(current)
+        ctx.begin_stage(positions)
+        ctx.suppressions = suppressions
         try:
             new_module = cm.transform(wrapper, ctx)
-        except Exception as e:  # a codemod bug must not take the run down or write half a migration
+        except BaseException as e:  # noqa: B036 - a codemod bug must not take the run down
+            _guard(e)
             ctx.end_stage()
-            return Result(text, text, findings=findings,
-                          error=f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}")
+            return text, findings, f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}"
         stage = ctx.end_stage()
         for f in stage:
-            if ctx.suppressions.covers(f.line, f.code) and not f.fixed:
+            if suppressions.covers(f.line, f.code) and not f.fixed:
                 f.ignored = True
-            f.line = _compose(maps, f.line) if f.line else 0
+            if track_lines:
+                f.line = _compose(maps, f.line) if f.line else 0
         findings.extend(stage)
         if new_module is not module:
             new_code = new_module.code
             if new_code != current:
-                maps.append(_line_map(current, new_code))
+                if track_lines:
+                    maps.append(_line_map(current, new_code))
                 current = new_code
+                suppressions = None
             module = new_module
+    return current, findings, None
+
+
+def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
+                   select: Optional[Callable[[str], bool]] = None, facts: Optional[RepoFacts] = None,
+                   check_stable: bool = True, prefilter_enabled: bool = True) -> Result:
+    """Rewrite one Python source text. Never raises for bad input: errors land in `Result.error`.
+
+    Only the codemods the prefilter lets through see the file; a file none of them wants is not
+    parsed at all. A changed text must parse and must come out of a second rewrite unchanged (the
+    safety gate); the second rewrite reuses the parse of the check and runs only the codemods its
+    own prefilter wants.
+    """
+    select = select or Selection()
+    data = text.encode("utf-8", "surrogatepass")
+    codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
+    if not codemods:
+        return Result(text, text)
+    try:
+        module = _parse(text)
+    except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
+        _guard(e)
+        return Result(text, text, error=_parse_error(e))
+    ctx = FileContext(path, module_name, options, facts, select)
+    current, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
+    if error is not None:
+        return Result(text, text, findings=findings, error=error)
     result = Result(text, current, findings, None, list(ctx.launch_notes))
     if current != text:
         try:
-            _parse(current)
-        except Exception as e:
+            new_module = _parse(current)
+        except BaseException as e:  # noqa: B036
+            _guard(e)
             return Result(text, text, findings, f"internal error: the rewrite did not parse ({_parse_error(e)}); "
                                                 "file left unchanged")
-        if check_stable:
-            again = rewrite_source(current, path=path, module_name=module_name, options=options, select=select,
-                                   facts=facts, check_stable=False)
-            if again.error is None and again.new_text != current:
-                return Result(text, text, findings,
-                              "internal error: a second rewrite would change the output again; file left unchanged")
+        if check_stable and not _stable(current, new_module, path, module_name, options, select, facts,
+                                        prefilter_enabled):
+            return Result(text, text, findings,
+                          "internal error: a second rewrite would change the output again; file left unchanged")
         back = _line_map(text, current)
         inv: Dict[int, int] = {}
         for new_line in range(1, len(back) - 1):
@@ -176,6 +217,18 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
             f.new_line = inv.get(f.line, f.line)
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return result
+
+
+def _stable(current: str, module: cst.Module, path: str, module_name: str, options: Optional[Options],
+            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
+    """The safety gate: a second rewrite of `current` (already parsed as `module`) changes nothing."""
+    data = current.encode("utf-8", "surrogatepass")
+    codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
+    if not codemods:
+        return True
+    ctx = FileContext(path, module_name, options, facts, select)
+    again, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
+    return error is not None or again == current
 
 
 # -- whole runs --------------------------------------------------------------------------------
@@ -189,6 +242,7 @@ class RunConfig:
     write: bool = False
     jobs: int = 1
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
+    prefilter: bool = True  # False: every selected codemod sees every file (for exactness tests)
 
 
 @dataclass
@@ -237,7 +291,8 @@ def _selection_for(path: str, root: str, config: RunConfig) -> Callable[[str], b
     rel = os.path.relpath(path, root).replace(os.sep, "/")
     import fnmatch
     extra = [codes for pat, codes in config.per_file_ignores.items()
-             if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(os.path.basename(path), pat)]
+             if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(os.path.basename(path), pat)
+             or fnmatch.fnmatch(os.path.abspath(path).replace(os.sep, "/"), pat)]  # config globs are anchored
     if not extra:
         return config.select
     flat = [c for codes in extra for c in codes]
@@ -255,7 +310,8 @@ def _read(d: discovery.Discovered) -> Source:
 def _python_handler(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
     mod, is_pkg = discovery.module_name_for(d.path)
     res = rewrite_source(src.text, path=d.path, module_name=mod, options=config.options,
-                         select=_selection_for(d.path, d.root, config), facts=facts)
+                         select=_selection_for(d.path, d.root, config), facts=facts,
+                         prefilter_enabled=config.prefilter)
     return FileResult(d.path, d.kind, src.text, res.new_text if res.error is None else src.text,
                       res.findings, res.error, launch_notes=res.launch_notes)
 
@@ -274,14 +330,15 @@ def process_file(d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -
         src = _read(d)
     except SourceError as e:
         return FileResult(d.path, d.kind, error=str(e))
-    if d.kind != discovery.PYTHON and not may_need_work(src.data):
+    if d.kind != discovery.PYTHON and config.prefilter and not may_need_work(src.data):
         return FileResult(d.path, d.kind, src.text, src.text)
     try:
         if d.kind == discovery.PYTHON:
             fr = _python_handler(src, d, config, facts)
         else:
             fr = _other_handler(src, d, config, facts)
-    except Exception as e:  # keep the run going whatever one file does
+    except BaseException as e:  # noqa: B036 - keep the run going whatever one file does
+        _guard(e)
         return FileResult(d.path, d.kind, src.text, src.text, error=f"internal error: {type(e).__name__}: {e}")
     if config.write and fr.changed:
         try:
@@ -290,6 +347,10 @@ def process_file(d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -
         except SourceError as e:
             fr.error = str(e)
             fr.new_text = fr.old_text
+        except UnicodeEncodeError as e:
+            fr.error = (f"the rewritten text cannot be encoded in the file's encoding ({src.encoding}): "
+                        f"{e.reason}; not overwritten")
+            fr.new_text = fr.old_text
         except OSError as e:
             fr.error = f"cannot write: {e.strerror or e}"
             fr.new_text = fr.old_text
@@ -297,35 +358,123 @@ def process_file(d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -
 
 
 def index_file(d: discovery.Discovered, config: RunConfig) -> RepoFacts:
-    """Pass 1 for one file: cheap prefilter first, libcst only where a codemod may apply."""
+    """Pass 1 for one file: both prefilter stages first, libcst only where an analyzing codemod applies."""
     if d.kind != discovery.PYTHON:
         return RepoFacts()
     try:
-        data = read_bytes(d.path)
-    except SourceError:
-        return RepoFacts()
-    if not may_need_work(data):
-        return RepoFacts()
-    try:
-        src = decode_python(d.path, data)
+        src = decode_python(d.path, read_bytes(d.path))
     except SourceError:
         return RepoFacts()
     mod, _ = discovery.module_name_for(d.path)
     return analyze_source(src.text, path=d.path, module_name=mod, options=config.options,
-                          select=_selection_for(d.path, d.root, config))
+                          select=_selection_for(d.path, d.root, config), prefilter_enabled=config.prefilter)
+
+
+# What the cheap screen of a file decided: nothing to do, pass 2 only, or pass 1 and pass 2.
+_SKIP, _REWRITE, _INDEX = 0, 1, 2
+
+
+def _screen(d: discovery.Discovered, config: RunConfig) -> Tuple[int, Optional[FileResult]]:
+    """Read and decode one file and decide, from its bytes, which passes it needs.
+
+    Every file is read and decoded (so binary, undecodable and unreadable files are always
+    reported), but nothing is parsed here and no text is kept.
+    """
+    try:
+        data = read_bytes(d.path)
+        if d.kind == discovery.PYTHON:
+            decode_python(d.path, data)
+        else:
+            decode_text(d.path, data)
+    except SourceError as e:
+        return _SKIP, FileResult(d.path, d.kind, error=str(e))
+    if not config.prefilter:
+        return (_INDEX if d.kind == discovery.PYTHON else _REWRITE), None
+    if d.kind != discovery.PYTHON:
+        return (_REWRITE if may_need_work(data) else _SKIP), None
+    if not prefilter.coarse(data):
+        return _SKIP, None
+    mod, _ = discovery.module_name_for(d.path)
+    wanted = prefilter.codemods_for(data, CODEMODS, _selection_for(d.path, d.root, config), module_name=mod)
+    if not wanted:
+        return _SKIP, None
+    return (_INDEX if any(prefilter.analyzes(cm) for cm in wanted) else _REWRITE), None
+
+
+def _slim(fr: FileResult) -> FileResult:
+    """Drop the texts of a file that does not change (memory stays bounded on big trees)."""
+    if not fr.changed:
+        fr.old_text = fr.new_text = ""
+    return fr
+
+
+def _index_task(task: Tuple[discovery.Discovered, RunConfig]) -> RepoFacts:
+    try:
+        return index_file(*task)
+    except BaseException as e:  # noqa: B036 - pass 1 is best effort
+        _guard(e)
+        return RepoFacts()
+
+
+def _process_task(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> FileResult:
+    d = task[0]
+    try:
+        return _slim(process_file(*task))
+    except BaseException as e:  # noqa: B036
+        _guard(e)
+        return FileResult(d.path, d.kind, error=f"internal error: {type(e).__name__}: {e}")
+
+
+def _index_crashed(task: Tuple[discovery.Discovered, RunConfig]) -> RepoFacts:
+    return RepoFacts()
+
+
+def _process_crashed(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> FileResult:
+    d = task[0]
+    return FileResult(d.path, d.kind, error="internal error: the worker process crashed on this file; "
+                                            "file left unchanged")
 
 
 def run(paths: Sequence[str], config: RunConfig,
         on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
-    """Process every file under `paths`; results come back (and stream to `on_result`) in path order."""
+    """Process every file under `paths`; results come back (and stream to `on_result`) in path order.
+
+    Every file is read and screened by the prefilter in this process; only the files that need
+    libcst go to pass 1 (when an analyzing codemod wants them) and pass 2, in worker processes when
+    there are enough of them (`config.jobs`), in-process otherwise.
+    """
+    from .pool import FilePool
     files = list(discovery.discover(paths, config.excludes))
-    facts = RepoFacts()
-    for d in files:
-        facts.merge(index_file(d, config))
+    screened = [_screen(d, config) for d in files]
     result = RunResult(scanned=len(files))
-    for d in files:
-        fr = process_file(d, config, facts)
-        result.files.append(fr)
-        if on_result:
-            on_result(fr)
+    with FilePool(config.jobs) as pool:
+        facts = RepoFacts()
+        to_index = [(d, config) for d, (step, _) in zip(files, screened) if step == _INDEX]
+        for f in pool.map(_index_task, to_index, _index_crashed):
+            facts.merge(f)
+        if prefilter.has_fact_names(facts):
+            screened = [_rescreen(d, s, facts) for d, s in zip(files, screened)]
+        todo = [(d, config, facts) for d, (step, _) in zip(files, screened) if step != _SKIP]
+        processed = pool.map(_process_task, todo, _process_crashed)
+        for d, (step, early) in zip(files, screened):
+            if step == _SKIP:
+                fr = early or FileResult(d.path, d.kind)
+            else:
+                fr = next(processed)
+            result.files.append(fr)
+            if on_result:
+                on_result(fr)
     return result
+
+
+def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]], facts: RepoFacts
+              ) -> Tuple[int, Optional[FileResult]]:
+    """After pass 1: a skipped file that names a function pass 1 published (a call site) needs pass 2."""
+    step, early = screened
+    if step != _SKIP or early is not None or d.kind != discovery.PYTHON:
+        return screened
+    try:
+        data = read_bytes(d.path)
+    except SourceError:
+        return screened
+    return (_REWRITE if prefilter.mentions_fact(data, facts) else _SKIP), None

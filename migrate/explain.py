@@ -8,6 +8,7 @@ from codemods.base import RULES
 
 
 def explain_text(code: str) -> Optional[str]:
+    """What rule `code` does, why, a before/after example and its severity (None for an unknown code)."""
     r = RULES.get(code.strip().upper())
     if r is None:
         return None
@@ -18,10 +19,13 @@ def explain_text(code: str) -> Optional[str]:
         parts += ["", "## Before", "```python", r.before, "```"]
     if r.after:
         parts += ["", "## After", "```python", r.after, "```"]
+    parts += ["", "## Suppress", f"Add `# apex2amp: ignore[{r.code}]` to the line (or alone on the line above "
+              f"a multi-line statement), or `ignore = [\"{r.code}\"]` under [tool.apex2amp] in pyproject.toml."]
     return "\n".join(parts)
 
 
 def rules_table() -> str:
+    """One line a rule: code, fix/report, severity, summary; sorted by code."""
     lines = []
     for code in sorted(RULES):
         r = RULES[code]

@@ -1,7 +1,88 @@
-"""Shell and other launch files: torch.distributed.launch -> torchrun (placeholder until its change lands)."""
+"""Shell and other launch files: `python -m torch.distributed.launch` -> `torchrun`; docs are only reported.
+
+Shell scripts, Makefiles, Dockerfiles and SLURM files are rewritten line by line:
+- `python -m torch.distributed.launch` / `python3 -m ...` becomes `torchrun`; other interpreters
+  (`$PYTHON`, `/opt/conda/bin/python`, `python -u`) keep their spelling and run `-m torch.distributed.run`
+  (the same program as torchrun). This also works inside strings such as
+  `CMD="python3 -m torch.distributed.launch ... $CMD"`.
+- `--use_env` / `--use-env` is dropped wherever it occurs in such a file (torchrun always behaves so),
+  including variables like `DISTRIBUTED_ARGS="--nproc_per_node 8 --use_env"`. Every other launcher flag
+  (`--nproc_per_node`, `--nnodes`, `--node_rank`, `--master_addr`, `--master_port`) means the same to torchrun.
+- `python -m apex.parallel.multiproc` is reported (A2A223).
+Markdown files (README.md, docs) are never rewritten: each launch command gets a finding with its line.
+"""
 from __future__ import annotations
+
+import re
+from typing import List
+
+from codemods.base import FIX, INFO, WARNING, Finding
+from codemods.suppression import Suppressions
+
+_PLAIN = re.compile(r"(?<![\w/$.-])python(?:3(?:\.\d+)?)?\s+-m\s+torch\.distributed\.launch\b")
+_OTHER = re.compile(r"-m\s+torch\.distributed\.launch\b")
+_USE_ENV = re.compile(r"\s--use[_-]env\b(?:=\S+)?")
+_MULTIPROC = re.compile(r"-m\s+apex\.parallel\.multiproc\b")
+_DOC = re.compile(r"torch\.distributed\.launch\b|apex\.parallel\.multiproc\b")
+
+
+def rewrite_launch_text(text: str, select=lambda code: True) -> "tuple[str, List[Finding]]":
+    """Rewrite one shell-like launch file; returns the new text and the findings (1-based lines)."""
+    findings: List[Finding] = []
+    if "torch.distributed.launch" not in text and "apex.parallel.multiproc" not in text:
+        return text, findings
+    sup = Suppressions(text)
+    has_launch = bool(_OTHER.search(text))
+    out: List[str] = []
+    for i, line in enumerate(text.splitlines(keepends=True), start=1):
+        body = line.rstrip("\r\n")
+        end = line[len(body):]
+        new = body
+        if _MULTIPROC.search(body) and select("A2A223") and not sup.covers(i, "A2A223"):
+            findings.append(Finding("A2A223", "apex.parallel.multiproc launch: use `torchrun --nproc_per_node=gpu "
+                                    "SCRIPT ...` and read RANK/WORLD_SIZE/LOCAL_RANK from the environment",
+                                    i, _MULTIPROC.search(body).start() + 1, WARNING, False))
+        if has_launch and select("A2A410") and not sup.covers(i, "A2A410"):
+            m = _PLAIN.search(new) or _OTHER.search(new)
+            new = _PLAIN.sub("torchrun", new)
+            new = _OTHER.sub("-m torch.distributed.run", new)
+            dropped = bool(_USE_ENV.search(new)) and not new.lstrip().startswith("#")
+            if dropped:
+                new = _USE_ENV.sub("", new)
+            if new != body:
+                col = (m.start() + 1) if m else 1
+                what = "torch.distributed.launch -> torchrun" if m else "--use_env dropped (torchrun always sets LOCAL_RANK)"
+                if m and dropped:
+                    what += "; --use_env dropped"
+                if m:
+                    what += "; the script must read LOCAL_RANK (apex2amp rewrites --local_rank arguments)"
+                findings.append(Finding("A2A410", what, i, col, FIX, True, new_line=i))
+        out.append(new + end)
+    return "".join(out), findings
+
+
+def report_doc_text(text: str, select=lambda code: True) -> List[Finding]:
+    """Findings for launch commands shown in documentation (never rewritten)."""
+    findings: List[Finding] = []
+    if not select("A2A411"):
+        return findings
+    for i, line in enumerate(text.splitlines(), start=1):
+        m = _DOC.search(line)
+        if m:
+            target = "torchrun --nproc_per_node=..." if "torch.distributed" in m.group(0) else \
+                "torchrun --nproc_per_node=gpu"
+            findings.append(Finding("A2A411", f"documentation shows `{m.group(0)}`: update the command to {target} "
+                                    "(torchrun passes no --local_rank; the script reads LOCAL_RANK)",
+                                    i, m.start() + 1, INFO, False))
+    return findings
 
 
 def rewrite_launch_file(src, d, config, facts):
-    from .engine import FileResult
-    return FileResult(d.path, d.kind, src.text, src.text)
+    """Engine handler for files of kind "shell" (rewritten) and "markdown" (reported only)."""
+    from . import discovery
+    from .engine import FileResult, _selection_for
+    select = _selection_for(d.path, d.root, config)
+    if d.kind == discovery.MARKDOWN:
+        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select))
+    new, findings = rewrite_launch_text(src.text, select)
+    return FileResult(d.path, d.kind, src.text, new, findings)

@@ -1,20 +1,31 @@
-"""Printing a run: changed files, diffs, findings (`path:line:col: CODE message`) and a summary."""
+"""Printing a run: changed files, diffs, findings (`path:line:col: CODE message`) and a summary.
+
+Colour and the progress bar appear only on a terminal (or with --color); piped output is plain.
+With `--diff`, stdout carries only the patch; findings and the summary go to stderr.
+"""
 from __future__ import annotations
 
+import contextlib
 import difflib
-import os
 import sys
-from typing import List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import click
 
+from codemods.base import FIX, INFO, WARNING
+
 from .engine import FileResult, RunResult
+from .formats import display_path
+
+PROGRESS_MIN_FILES = 50
 
 
 def unified_diff(fr: FileResult) -> str:
+    """The unified diff of one file's rewrite (`a/path` -> `b/path`)."""
     a = fr.old_text.splitlines(keepends=True)
     b = fr.new_text.splitlines(keepends=True)
-    lines = list(difflib.unified_diff(a, b, fromfile=f"a/{fr.path}", tofile=f"b/{fr.path}"))
+    name = display_path(fr.path).replace("\\", "/")
+    lines = list(difflib.unified_diff(a, b, fromfile=f"a/{name}", tofile=f"b/{name}"))
     out = []
     for ln in lines:
         out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
@@ -37,7 +48,11 @@ def _colour_diff(text: str) -> str:
     return "".join(out)
 
 
-def finding_lines(result: RunResult, mode: str, show_ignored: bool = False) -> List[str]:
+_CODE_COLOUR = {FIX: "green", WARNING: "yellow", INFO: "blue"}
+
+
+def finding_lines(result: RunResult, mode: str, show_ignored: bool = False, color: bool = False) -> List[str]:
+    """`path:line:col: CODE message` lines, 1-based, sorted by file, line, column and code."""
     rows = []
     for fr in result.files:
         for f in fr.findings:
@@ -46,14 +61,53 @@ def finding_lines(result: RunResult, mode: str, show_ignored: bool = False) -> L
             line = f.new_line if (mode == "rewrite" and fr.written and f.new_line) else f.line
             tag = " (ignored)" if f.ignored else ""
             cell = f" [cell {f.cell}]" if f.cell is not None else ""
-            rows.append((fr.path, line, f.col, f.code,
-                         f"{fr.path}:{line}:{max(f.col, 1)}:{cell} {f.code} {f.message}{tag}"))
+            loc = f"{display_path(fr.path)}:{line}:{max(f.col, 1)}:"
+            code = f.code
+            if color:
+                loc = click.style(loc, bold=True)
+                code = click.style(code, fg=_CODE_COLOUR.get(f.severity, "yellow"), bold=True)
+            rows.append((fr.path, line, f.col, f.code, f"{loc}{cell} {code} {f.message}{tag}"))
     rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
     return [r[4] for r in rows]
 
 
+def summary_line(result: RunResult, mode: str, diff: bool) -> str:
+    """The one-line summary printed at the end of a text run."""
+    open_n = len(result.open_findings())
+    ignored = sum(1 for fr in result.files for f in fr.findings if f.ignored)
+    changed = len(result.changed)
+    verb = "changed" if mode == "rewrite" and not diff else "to change"
+    text = (f"{result.scanned} file(s) scanned, {changed} {verb}, {open_n} finding(s) to review, "
+            f"{len(result.errors)} error(s)")
+    if ignored:
+        text += f", {ignored} ignored"
+    return text
+
+
+def wants_progress(n_files: int, quiet: bool, stream=None) -> bool:
+    """A progress bar only for long runs on an interactive stderr."""
+    stream = stream or sys.stderr
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty and not quiet and n_files > PROGRESS_MIN_FILES
+
+
+@contextlib.contextmanager
+def progress(n_files: int, enabled: bool) -> Iterator[Optional[Callable[[FileResult], None]]]:
+    """A per-file callback that advances a stderr progress bar (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    with click.progressbar(length=n_files, label="apex2amp", file=sys.stderr, show_pos=True) as bar:
+        yield lambda fr: bar.update(1)
+
+
 def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, report: Optional[str],
-             output: Optional[str], quiet: bool, verbose: bool, show_ignored: bool, color: Optional[bool]) -> int:
+             output: Optional[str], quiet: bool, verbose: bool, show_ignored: bool, color: Optional[bool],
+             verify_json: Optional[str] = None) -> int:
+    """Print (or write) a run in the chosen format and return the exit code."""
     if result is None:
         return 2
     use_color = sys.stdout.isatty() if color is None else color
@@ -66,35 +120,40 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
         else:
             click.echo(text, nl=not text.endswith("\n"))
     for fr in result.errors:
-        click.echo(f"{fr.path}: error: {fr.error}", err=True)
+        click.echo(f"{display_path(fr.path)}: error: {fr.error}", err=True)
     if report:
         from .report import write_report
-        write_report(result, report, mode=mode)
+        write_report(result, report, mode=mode, verify_json=verify_json, show_ignored=show_ignored)
     if fmt == "text" and not quiet:
-        if diff:
-            for fr in result.changed:
-                d = unified_diff(fr)
-                click.echo(_colour_diff(d) if use_color else d, nl=False)
-        else:
-            verb = "rewrote" if mode == "rewrite" else "would rewrite"
-            for fr in result.changed:
-                click.echo(f"{verb} {fr.path}")
-        if verbose:
-            for fr in result.files:
-                if not fr.changed and not fr.error:
-                    click.echo(f"unchanged {fr.path}")
-        for line in finding_lines(result, mode, show_ignored):
-            click.echo(line)
-        notes = [n for fr in result.files for n in fr.launch_notes]
-        for n in notes:
-            if n.get("command"):
-                click.echo(f"launch: {n.get('path', '')}: {n['command']}")
-                if n.get("multi_node"):
-                    click.echo(f"        multi-node: {n['multi_node']}")
-        open_n = len(result.open_findings())
-        changed = len(result.changed)
-        verb = "changed" if mode == "rewrite" and not diff else "to change"
-        summary = (f"{result.scanned} file(s) scanned, {changed} {verb}, {open_n} finding(s) to review, "
-                   f"{len(result.errors)} error(s)")
-        click.echo(click.style(summary, bold=True) if use_color else summary, err=not diff and False)
+        _emit_text(result, mode, diff, verbose, show_ignored, use_color, output)
     return result.exit_code()
+
+
+def _emit_text(result: RunResult, mode: str, diff: bool, verbose: bool, show_ignored: bool, use_color: bool,
+               output: Optional[str]) -> None:
+    to_err = diff  # keep stdout a clean patch
+    if diff:
+        patch = "".join(unified_diff(fr) for fr in result.changed)
+        if output:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(patch)
+        else:
+            click.echo(_colour_diff(patch) if use_color else patch, nl=False, color=use_color)
+    else:
+        verb = "rewrote" if mode == "rewrite" else "would rewrite"
+        for fr in result.changed:
+            click.echo(f"{verb} {display_path(fr.path)}")
+    if verbose:
+        for fr in result.files:
+            if not fr.changed and not fr.error:
+                click.echo(f"unchanged {display_path(fr.path)}", err=to_err)
+    for line in finding_lines(result, mode, show_ignored, color=use_color):
+        click.echo(line, err=to_err, color=use_color)
+    for fr in result.files:
+        for n in fr.launch_notes:
+            if isinstance(n, dict) and n.get("command"):
+                click.echo(f"launch: {display_path(str(n.get('path') or fr.path))}: {n['command']}", err=to_err)
+                if n.get("multi_node"):
+                    click.echo(f"        multi-node: {n['multi_node']}", err=to_err)
+    summary = summary_line(result, mode, diff)
+    click.echo(click.style(summary, bold=True) if use_color else summary, err=to_err, color=use_color)

@@ -1,0 +1,324 @@
+"""Rule codes of the apex.amp migration (A2A1xx), with the text `apex2amp explain` prints."""
+from __future__ import annotations
+
+from .base import FIX, INFO, WARNING, rule
+
+INITIALIZE = rule(
+    "A2A101", "amp-initialize-to-grad-scaler", "`amp.initialize(...)` -> `torch.amp.GradScaler(...)` (fp32 model)",
+    fixes=True, severity=FIX,
+    why="""
+apex.amp is gone from apex (removed in 25.07). Native AMP keeps the model in fp32 and puts forward and
+loss under `torch.autocast`; a `GradScaler` does the loss scaling. The call is deleted, a scaler is
+created in its place with `enabled=` set from the condition that guarded apex (`args.fp16`,
+`opt_level != "O0"`, `enabled=`), so that one code path serves both settings. With `--dtype bfloat16`
+no scaler is created.""",
+    before="""
+model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)""",
+    after="""
+scaler = torch.amp.GradScaler("cuda", enabled=args.opt_level != "O0")""")
+
+SCALE_LOSS = rule(
+    "A2A102", "scale-loss-to-scaler-scale", "`with amp.scale_loss(loss, opt) as s: s.backward()` -> `scaler.scale(loss).backward()`",
+    fixes=True, severity=FIX,
+    why="""
+`scaler.scale(loss)` multiplies the loss by the current scale. Unlike apex, gradients stay scaled after
+the backward until `scaler.unscale_(opt)` or `scaler.step(opt)`. `loss_id`, `delay_unscale` and
+`delay_overflow_check` are dropped: one scaler serves every loss, and accumulation works by stepping
+only at the boundary. `if fp16: <apex backward> else: loss.backward()` collapses to the scaler line
+(a disabled scaler returns the loss unchanged).""",
+    before="""
+if args.fp16:
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+else:
+    loss.backward()""",
+    after="""
+scaler.scale(loss).backward()""")
+
+STEP = rule(
+    "A2A103", "optimizer-step-to-scaler-step", "`optimizer.step()` on an amp optimizer -> `scaler.step(optimizer)` + one `scaler.update()`",
+    fixes=True, severity=FIX,
+    why="""
+apex skipped the step after an overflow by patching `optimizer.step`. `scaler.step(opt)` unscales (if
+not done yet), skips the step on inf/NaN gradients, and `scaler.update()` adjusts the scale once per
+iteration, after the last step. Steps under an accumulation condition keep their condition. When the
+step cannot be found next to the backward, this rule reports instead.""",
+    before="""
+optimizer.step()""",
+    after="""
+scaler.step(optimizer)
+scaler.update()""")
+
+AUTOCAST = rule(
+    "A2A104", "autocast-region", "forward and loss wrapped in `torch.autocast(...)` (backward outside)",
+    fixes=True, severity=FIX,
+    why="""
+apex O1 patched torch functions globally; native autocast is a region. The statements from the model
+call to the statement that computes the loss are wrapped; the backward and the step stay outside, as
+the PyTorch AMP examples do. apex's global effects outside that region (e.g. `.cpu()` upcasting in
+metric code) are not reproduced.""",
+    before="""
+output = model(images)
+loss = criterion(output, target)""",
+    after="""
+with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):
+    output = model(images)
+    loss = criterion(output, target)""")
+
+UNSCALE = rule(
+    "A2A105", "master-params-clip-to-unscale", "clipping after the backward gets `scaler.unscale_(opt)` first; `amp.master_params(opt)` -> the optimizer's params",
+    fixes=True, severity=FIX,
+    why="""
+apex unscaled gradients when `scale_loss` exited, so clipping right after it saw true gradients. Native
+gradients stay scaled until `scaler.unscale_(opt)`; clipping scaled gradients shrinks the effective
+clip value by the scale (65536). `unscale_` is inserted once per optimizer before the first clip of
+the step. With an fp32 model the master params are the model's params.""",
+    before="""
+torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm)""",
+    after="""
+scaler.unscale_(optimizer)
+torch.nn.utils.clip_grad_norm_((p for g in optimizer.param_groups for p in g["params"]), max_norm)""")
+
+STATE_DICT = rule(
+    "A2A106", "amp-state-dict-to-scaler", "`amp.state_dict()` / `amp.load_state_dict(sd)` -> the scaler's",
+    fixes=True, severity=FIX,
+    why="""
+The scaler's state (scale, growth tracker) belongs in checkpoints like apex's did. Where the helper
+lives in another function or module, the scaler is passed in as a parameter and the call sites pass
+`scaler=scaler`.""",
+    before="""
+checkpoint["amp"] = amp.state_dict()""",
+    after="""
+checkpoint["amp"] = scaler.state_dict()""")
+
+OLD_CHECKPOINT = rule(
+    "A2A107", "apex-checkpoint-load-site", "a load site may receive apex-format amp state from old checkpoints",
+    fixes=False, severity=WARNING,
+    why="""
+Checkpoints written by apex hold `{"loss_scaler0": {"loss_scale": ..., "unskipped": ...}}`, which
+`GradScaler.load_state_dict` rejects. Convert old files once with `apex2amp convert-checkpoint IN OUT`,
+or convert at load time.""",
+    before="""
+scaler.load_state_dict(checkpoint["amp"])""",
+    after="""
+sd = checkpoint["amp"]
+if "loss_scaler0" in sd:  # written by apex
+    sd = {"scale": sd["loss_scaler0"]["loss_scale"], "growth_factor": 2.0, "backoff_factor": 0.5,
+          "growth_interval": 2000, "_growth_tracker": sd["loss_scaler0"]["unskipped"]}
+scaler.load_state_dict(sd)""")
+
+OPT_LEVEL = rule(
+    "A2A108", "opt-level-o2-o3-changed", "O2/O3 become fp32 weights + autocast: numerics and memory change",
+    fixes=False, severity=INFO,
+    why="""
+O2 ran everything but BatchNorm in fp16 with fp32 master weights; O3 was pure fp16. GradScaler refuses
+fp16 gradients, so the native recipe keeps fp32 parameters and runs eligible ops in fp16 under
+autocast; softmax, norms and losses stay fp32. Expect slightly different numerics and more weight
+memory. The native analogue of O2 for sharded training is FSDP's MixedPrecision.""",
+    before="""
+model, optimizer = amp.initialize(model, optimizer, opt_level="O2")""",
+    after="""
+scaler = torch.amp.GradScaler("cuda")  # + autocast around forward and loss""")
+
+STATIC_SCALE = rule(
+    "A2A109", "static-loss-scale", "a static or configured `loss_scale` has no exact GradScaler equivalent",
+    fixes=False, severity=WARNING,
+    why="""
+apex's static loss scale never skips a step, even with inf gradients; GradScaler always skips on
+inf/NaN. The closest is `GradScaler("cuda", init_scale=S, growth_interval=2**30)`. A value read from
+configuration (`args.loss_scale`) may be "dynamic" or a number: the rewrite keeps GradScaler's dynamic
+defaults (the same as apex's), so check the setting.""",
+    before="""
+amp.initialize(model, optimizer, opt_level="O1", loss_scale=128.0)""",
+    after="""
+scaler = torch.amp.GradScaler("cuda", init_scale=128.0, growth_interval=2**30)""")
+
+APEX_IMPORT = rule(
+    "A2A110", "apex-import-removed", "apex import removed (with its `try/except ImportError` guard and flags)",
+    fixes=True, severity=FIX,
+    why="""
+After the migration the module no longer uses apex; its import (and the fallbacks `amp = None`,
+`has_apex = False`, the asserts and flag checks that exist only for it) go, so the code runs without
+apex installed.""",
+    before="""
+try:
+    from apex import amp
+except ImportError:
+    amp = None""",
+    after="")
+
+APEX_BRANCH = rule(
+    "A2A111", "apex-branch-removed", "apex branch beside an existing native-AMP branch removed",
+    fixes=True, severity=FIX,
+    why="""
+Code that supports both apex and native AMP (`--amp apex|native`) keeps the native branch; the apex
+branch goes. Selecting apex now takes the remaining path, so prefer the native setting.""",
+    before="""
+if args.amp == "apex":
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+elif args.amp == "native":
+    scaler.scale(loss).backward()""",
+    after="""
+if args.amp == "native":
+    scaler.scale(loss).backward()""")
+
+GET_SCALE = rule(
+    "A2A112", "amp-state-loss-scale-to-get-scale", "`_amp_state.loss_scalers[i].loss_scale()` -> `scaler.get_scale()`",
+    fixes=True, severity=FIX,
+    why="""
+The private apex loss scaler state has a public native reader. `get_scale()` synchronises with the
+GPU; call it only for logging.""",
+    before="""
+scale = amp._amp_state.loss_scalers[0].loss_scale()""",
+    after="""
+scale = scaler.get_scale()""")
+
+DISABLE_CASTS = rule(
+    "A2A113", "disable-casts-to-autocast-disabled", "`amp.disable_casts()` -> `torch.autocast(\"cuda\", enabled=False)`",
+    fixes=True, severity=FIX,
+    why="""
+Inside the region ops run in their inputs' dtypes. Inputs produced under autocast may be fp16: add
+`.float()` where fp32 is required.""",
+    before="""
+with amp.disable_casts():
+    y = fn(x)""",
+    after="""
+with torch.autocast("cuda", enabled=False):
+    y = fn(x)""")
+
+REGISTER = rule(
+    "A2A114", "amp-function-registration", "`amp.register_*_function` / `@amp.half_function` etc. have no autocast registry",
+    fixes=False, severity=WARNING,
+    why="""
+Autocast has no user registry. For a `torch.autograd.Function` use
+`@torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)`; for a plain function run it
+under `torch.autocast("cuda", enabled=False)` with `.float()` inputs. `register_float_function(torch,
+"sigmoid")` for BCE: use `BCEWithLogitsLoss` instead.""",
+    before="""
+amp.register_float_function(torch, "sigmoid")""",
+    after="""
+criterion = torch.nn.BCEWithLogitsLoss()  # instead of sigmoid + BCELoss""")
+
+INTERNALS = rule(
+    "A2A115", "apex-amp-internals", "apex amp internals or the old `amp.init` API: migrate by hand",
+    fixes=False, severity=WARNING,
+    why="""
+`_amp_state` internals, `optimizer._amp_stash`, `amp.init()`/`handle.scale_loss` have no native
+equivalent. "Was the step skipped": compare `scaler.get_scale()` before and after `scaler.update()`.""",
+    before="""
+if amp._amp_state.loss_scalers[0]._unskipped == 0:
+    skipped += 1""",
+    after="""
+before = scaler.get_scale(); scaler.update()
+if scaler.get_scale() < before:
+    skipped += 1""")
+
+NO_REGION = rule(
+    "A2A116", "autocast-region-not-found", "forward pass not found next to the backward: add `torch.autocast` by hand",
+    fixes=False, severity=WARNING,
+    why="""
+The loss could not be traced to statements before the backward in the same function (or the range
+holds statements that must stay outside autocast), so no region was inserted. Without it the model
+runs in fp32.""",
+    before="""
+loss = self.loss  # computed elsewhere
+with amp.scale_loss(loss, opt) as s:
+    s.backward()""",
+    after="""
+with torch.autocast("cuda", dtype=torch.float16):
+    ...  # forward + loss, where they are computed""")
+
+UNSUPPORTED = rule(
+    "A2A117", "amp-shape-unsupported", "apex amp call in a shape the rewriter does not migrate safely",
+    fixes=False, severity=WARNING,
+    why="""
+A wrong rewrite is worse than none: when `amp.initialize` returns into an unusual target, is called
+with `*args`, or `scale_loss` is used outside a `with`, the module's amp code is left as it is and each
+site is reported. Migrate by hand following the target idiom (see `apex2amp explain A2A101`).""",
+    before="""
+return amp.initialize(*parts)""",
+    after="""
+scaler = torch.amp.GradScaler("cuda")""")
+
+LEFTOVER = rule(
+    "A2A118", "apex-still-used", "apex is still used here after the migration",
+    fixes=False, severity=WARNING,
+    why="""
+Some apex use could not be migrated, so its import stays and the module still needs apex at run time.
+The other findings on this file say what to do.""",
+    before="""
+from apex import amp""",
+    after="")
+
+OPTIONS = rule(
+    "A2A119", "amp-initialize-option-dropped", "an `amp.initialize` option with no GradScaler equivalent was dropped",
+    fixes=False, severity=WARNING,
+    why="""
+`min_loss_scale`/`max_loss_scale` have no GradScaler equivalent (emulate a cap with
+`if scaler.get_scale() > M: scaler.update(new_scale=M)` after `update()`); `cast_model_outputs` becomes
+`.to(dtype)` on the outputs.""",
+    before="""
+amp.initialize(model, optimizer, max_loss_scale=2.**16)""",
+    after="""
+scaler = torch.amp.GradScaler("cuda")  # no cap""")
+
+THREADED = rule(
+    "A2A121", "scaler-threaded-through-calls", "the scaler is passed as a parameter to functions that need it",
+    fixes=True, severity=FIX,
+    why="""
+The function that used the global apex state now needs the scaler object: it gets a `scaler`
+parameter, and the call sites in this run pass `scaler=scaler`. Call sites outside the run must pass
+it too.""",
+    before="""
+def train(loader, model, optimizer):
+    ...
+train(loader, model, optimizer)""",
+    after="""
+def train(loader, model, optimizer, scaler):
+    ...
+train(loader, model, optimizer, scaler=scaler)""")
+
+CLIP_ELSEWHERE = rule(
+    "A2A122", "clip-not-before-step", "gradient clipping not in the same step window as the optimizer step",
+    fixes=False, severity=WARNING,
+    why="""
+`scaler.unscale_(opt)` may be called once per `update()`. A clip that runs on every micro-batch while
+the step runs only at the accumulation boundary cannot get it safely: move the clip next to the step
+and call `scaler.unscale_(opt)` before it.""",
+    before="""
+clip_grad_norm_(model.parameters(), 1.0)
+if (i + 1) % accum == 0:
+    optimizer.step()""",
+    after="""
+if (i + 1) % accum == 0:
+    scaler.unscale_(optimizer)
+    clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()""")
+
+STAR_IMPORT = rule(
+    "A2A123", "apex-star-import-used", "`from apex.fp16_utils import *` provides names still used here",
+    fixes=False, severity=WARNING,
+    why="""
+The star import silently provides `to_python_float`, `network_to_half`, `FP16_Optimizer`...; removing it
+would break those names. Replace each with its torch equivalent (`x.item()`, fp32 model + autocast +
+GradScaler), then remove the import.""",
+    before="""
+from apex.fp16_utils import *
+print(to_python_float(loss))""",
+    after="""
+print(loss.item())""")
+
+STEP_MISSING = rule(
+    "A2A124", "optimizer-step-not-found", "the amp optimizer's step is not in this module: use `scaler.step` + `scaler.update` there",
+    fixes=False, severity=WARNING,
+    why="""
+The backward is migrated here, but the optimizer's `step()` lives elsewhere (a trainer class, a
+framework hook). Stepping with scaled gradients would multiply the update by the loss scale: replace
+that call with `scaler.step(optimizer)` followed by `scaler.update()`.""",
+    before="""
+self.optimizer.step()  # in another module""",
+    after="""
+self.scaler.step(self.optimizer)
+self.scaler.update()""")

@@ -1,0 +1,125 @@
+"""apex availability guards: `has_apex` flags, `amp = None` fallbacks, and folding them away.
+
+After the migration apex is no longer needed, so "apex is available" is simply true: a flag such as
+`has_apex`/`APEX_AVAILABLE` (set True next to an apex import in a `try`, False in its `except`) and
+`amp is not None` fold to True, `amp is None` to False, and conditions simplify (`fp16 and
+has_apex` -> `fp16`).
+"""
+from __future__ import annotations
+
+from typing import Optional, Set
+
+import libcst as cst
+
+from .names import ImportTable, dotted_name
+
+
+def apex_locals(table: ImportTable) -> Set[str]:
+    """Local names bound to anything from apex."""
+    return set(table.names_under("apex"))
+
+
+def apex_flags(module: cst.Module, table: ImportTable) -> Set[str]:
+    """Names set to True beside an apex import in a `try` body (and usually False in its handler)."""
+    flags: Set[str] = set()
+    locals_ = apex_locals(table)
+
+    class V(cst.CSTVisitor):
+        def visit_Try(self, node: cst.Try) -> None:
+            body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+            imports_apex = False
+            candidates: Set[str] = set()
+            for s in body:
+                if isinstance(s, cst.SimpleStatementLine):
+                    for small in s.body:
+                        if isinstance(small, (cst.Import, cst.ImportFrom)):
+                            names = {dotted_name(a.name) for a in small.names} if isinstance(small, cst.Import) else set()
+                            mod = dotted_name(small.module) if isinstance(small, cst.ImportFrom) and small.module else ""
+                            if any(n and n.split(".")[0] == "apex" for n in names) or (mod or "").split(".")[0] == "apex":
+                                imports_apex = True
+                        elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and \
+                                small.value.value == "True":
+                            for t in small.targets:
+                                d = dotted_name(t.target)
+                                if d and "." not in d:
+                                    candidates.add(d)
+            if imports_apex:
+                flags.update(candidates)
+
+    module.visit(V())
+    return flags - locals_
+
+
+def _const(node: cst.BaseExpression) -> Optional[bool]:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+class FoldApexGuards(cst.CSTTransformer):
+    """Replace apex flags / `amp is (not) None` by constants and simplify boolean expressions."""
+
+    def __init__(self, flags: Set[str], locals_: Set[str]):
+        super().__init__()
+        self.flags = flags
+        self.locals = locals_
+        self.changed = False
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if updated.value in self.flags:
+            self.changed = True
+            return cst.Name("True")
+        return updated
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
+        if len(updated.comparisons) == 1 and isinstance(updated.left, cst.Name) and updated.left.value in self.locals:
+            ct = updated.comparisons[0]
+            if isinstance(ct.comparator, cst.Name) and ct.comparator.value == "None":
+                if isinstance(ct.operator, cst.IsNot):
+                    self.changed = True
+                    return cst.Name("True")
+                if isinstance(ct.operator, cst.Is):
+                    self.changed = True
+                    return cst.Name("False")
+        return updated
+
+    def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
+        if isinstance(updated.operator, cst.Not):
+            c = _const(updated.expression)
+            if c is not None:
+                return cst.Name("False" if c else "True")
+        return updated
+
+    def leave_BooleanOperation(self, original: cst.BooleanOperation, updated: cst.BooleanOperation
+                               ) -> cst.BaseExpression:
+        left, right = _const(updated.left), _const(updated.right)
+        if isinstance(updated.operator, cst.And):
+            if left is True:
+                return _strip_parens(updated.right, updated)
+            if right is True:
+                return _strip_parens(updated.left, updated)
+            if left is False or right is False:
+                return cst.Name("False")
+        else:
+            if left is False:
+                return _strip_parens(updated.right, updated)
+            if right is False:
+                return _strip_parens(updated.left, updated)
+            if left is True or right is True:
+                return cst.Name("True")
+        return updated
+
+
+def _strip_parens(e: cst.BaseExpression, outer: cst.BaseExpression) -> cst.BaseExpression:
+    if outer.lpar:
+        return e.with_changes(lpar=outer.lpar, rpar=outer.rpar) if not e.lpar else e
+    return e
+
+
+def fold_condition(expr: cst.BaseExpression, flags: Set[str], locals_: Set[str]) -> cst.BaseExpression:
+    """The condition with apex guards folded away (may be the Name True/False)."""
+    return expr.visit(FoldApexGuards(flags, locals_))  # type: ignore[return-value]
+
+
+def is_const(expr: cst.BaseExpression, value: bool) -> bool:
+    return _const(expr) is value

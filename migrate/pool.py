@@ -1,0 +1,106 @@
+"""A process pool that maps a function over files and hands results back in input order.
+
+Small batches (pre-commit passes a handful of files per process) run in-process: starting workers
+would cost more than the work. Workers are forked where the platform allows it, so they start with
+libcst and the codemods already imported. A worker that dies (a crash in native code, the OOM
+killer) does not hang or lose the run: the pool is restarted on the rest, and a file that brings a
+fresh pool down again is reported through `on_crash` instead of retried forever.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterator, List, Optional, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MIN_POOL_FILES = 16  # fewer candidate files than this are processed in-process
+
+
+def default_jobs() -> int:
+    """Worker count when none is given: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+class FilePool:
+    """Ordered parallel map over files, created lazily and shared by the passes of one run."""
+
+    def __init__(self, jobs: int, min_items: int = MIN_POOL_FILES):
+        self.jobs = max(1, int(jobs or 1))
+        self.min_items = min_items
+        self._executor: Optional[ProcessPoolExecutor] = None
+
+    def __enter__(self) -> "FilePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def parallel_for(self, n: int) -> bool:
+        """Whether `n` items are worth sending to workers."""
+        return self.jobs > 1 and n >= self.min_items
+
+    def _start(self, n: int) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=min(self.jobs, max(1, n)), mp_context=_context())
+        return self._executor
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R]) -> Iterator[R]:
+        """`fn(item)` for each item, yielded in input order as results become available.
+
+        `fn` must be a module-level function (it is pickled by reference) and must not raise.
+        """
+        if not self.parallel_for(len(items)):
+            for item in items:
+                yield fn(item)
+            return
+        start = 0
+        last_failed: Optional[int] = None
+        while start < len(items):
+            rest = items[start:]
+            futures = [self._start(len(rest)).submit(fn, item) for item in rest]
+            broke_at: Optional[int] = None
+            for k, fut in enumerate(futures):
+                try:
+                    value = fut.result()
+                except BrokenProcessPool:
+                    broke_at = start + k
+                    break
+                yield value
+            if broke_at is None:
+                return
+            self._discard()
+            if last_failed == broke_at:  # a fresh pool died on this very file again: it is the culprit
+                yield on_crash(items[broke_at])
+                start, last_failed = broke_at + 1, None
+            else:
+                start, last_failed = broke_at, broke_at
+
+    def _discard(self) -> None:
+        if self._executor is not None:
+            try:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+            except Exception:  # pragma: no cover - a broken executor may complain
+                pass
+            self._executor = None
+
+
+def chunk(items: Sequence[T], size: int) -> List[Sequence[T]]:
+    """`items` cut into consecutive slices of at most `size`."""
+    return [items[i:i + size] for i in range(0, len(items), max(1, size))]

@@ -1,0 +1,236 @@
+"""Deciding, from bytes alone, which codemods a file needs, before anything is parsed.
+
+Stage 1 (`coarse`) answers exactly what `codemods.registry.may_need_work` answers, only faster: the
+registry's regex has no literal prefix, so `re` tries every alternative at every byte (~13 MB/s).
+We derive from it one required literal per alternative (`cuda.amp`, `spawn`, `-1e`...), test those
+with `bytes.__contains__` (memchr speed) and run the regex itself only on files that contain one.
+
+Stage 2 (`codemods_for`) picks the codemods that run on a file: a codemod runs when one of its own
+PREFILTER tokens occurs in the file, unless every token that occurs is a known-noisy one whose
+refinement below proves the codemod cannot act. Refinements rest on the codemods' contract: names
+are resolved through imports (codemods/names.py ImportTable), so a file without an import of apex
+cannot hold a name that resolves under `apex.`; only the word in comments, strings or `has_apex`
+flags. A token with no refinement always runs the codemod, so a new codemod token is never skipped.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+try:  # Python >= 3.11
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+    from re import _constants as _sre_const  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_constants as _sre_const  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+from codemods.base import Codemod, RepoFacts
+
+# -- stage 1: the registry regex, fast -----------------------------------------------------------
+
+
+def _branch_literal(items) -> Optional[bytes]:
+    """The longest run of plain literal bytes one regex branch must contain, or None."""
+    best: List[int] = []
+    run: List[int] = []
+    for op, av in items:
+        if op is _sre_const.LITERAL:
+            run.append(av)
+            continue
+        if op is _sre_const.IN and len(av) == 1 and av[0][0] is _sre_const.LITERAL:
+            run.append(av[0][1])  # a one-character class such as [-]
+            continue
+        if op is _sre_const.AT:  # \b, ^, $ take no bytes: the run goes on
+            continue
+        if len(run) > len(best):
+            best = run
+        run = []
+    if len(run) > len(best):
+        best = run
+    return bytes(best) if len(best) >= 2 else None
+
+
+def required_literals(pattern: "re.Pattern[bytes]") -> Optional[Tuple[bytes, ...]]:
+    """Literals of which one occurs in every match of `pattern`; None when that cannot be derived.
+
+    Only flag-free byte patterns that are a top-level alternation of simple branches qualify; the
+    search for a literal is then a safe first test before the regex itself.
+    """
+    if not isinstance(pattern.pattern, bytes) or pattern.flags & (re.IGNORECASE | re.VERBOSE):
+        return None
+    try:
+        parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
+    except Exception:  # pragma: no cover - private API changed
+        return None
+    items = list(parsed)
+    branches = [items]
+    if len(items) == 1 and items[0][0] is _sre_const.BRANCH:
+        branches = [list(b) for b in items[0][1][1]]
+    out: List[bytes] = []
+    for b in branches:
+        lit = _branch_literal(b)
+        if lit is None:
+            return None
+        out.append(lit)
+    return tuple(dict.fromkeys(out))
+
+
+def split_alternatives(source: bytes) -> List[bytes]:
+    """The top-level `|` alternatives of a regex source (brackets, groups and escapes respected)."""
+    out, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(source):
+        c = source[i:i + 1]
+        if c == b"\\":
+            i += 2
+            continue
+        if in_class:
+            if c == b"]":
+                in_class = False
+        elif c == b"[":
+            in_class = True
+            if source[i + 1:i + 2] == b"]":
+                i += 1
+        elif c == b"(":
+            depth += 1
+        elif c == b")":
+            depth -= 1
+        elif c == b"|" and depth == 0:
+            out.append(source[start:i])
+            start = i + 1
+        i += 1
+    out.append(source[start:])
+    return out
+
+
+class FastSearch:
+    """`pattern.search(data) is not None`, answered branch by branch behind literal pre-tests.
+
+    Each top-level alternative gets its own regex (which `re` scans quickly when it starts with a
+    literal) guarded by a literal the alternative must contain. Patterns this cannot split safely
+    are searched as they are.
+    """
+
+    def __init__(self, pattern: "re.Pattern[bytes]"):
+        self.pattern = pattern
+        self.branches: Optional[List[Tuple[bytes, "re.Pattern[bytes]"]]] = None
+        lits = required_literals(pattern)
+        if lits is None:
+            return
+        try:
+            parts = split_alternatives(pattern.pattern)
+            branches = [(required_literals(re.compile(p, pattern.flags)), re.compile(p, pattern.flags))
+                        for p in parts]
+        except re.error:
+            return
+        if all(bl is not None and len(bl) == 1 for bl, _ in branches):
+            self.branches = [(bl[0], rx) for bl, rx in branches]  # type: ignore[index]
+
+    def __call__(self, data: bytes) -> bool:
+        if self.branches is None:
+            return self.pattern.search(data) is not None
+        for lit, rx in self.branches:
+            if lit in data and rx.search(data) is not None:
+                return True
+        return False
+
+
+_COARSE: Dict[int, FastSearch] = {}
+
+
+def coarse(data: bytes) -> bool:
+    """Exactly `codemods.registry.may_need_work(data)`, at memchr speed for files that do not match."""
+    from codemods import registry
+    rx = registry.PREFILTER
+    fs = _COARSE.get(id(rx))
+    if fs is None or fs.pattern is not rx:
+        fs = _COARSE[id(rx)] = FastSearch(rx)
+    return fs(data)
+
+
+# -- stage 2: which codemods a file needs ---------------------------------------------------------
+
+# An import that binds something from apex: `from apex...`, `import x, apex.amp as a`, a dynamic
+# import naming apex, or an import continued with a backslash (not worth reading; taken as a yes).
+_APEX_IMPORT = re.compile(
+    rb"(?m)(?:^|[;:])[ \t]*(?:from[ \t]+apex\b|import[ \t][^\n#]*\bapex\b)"
+    rb"|import[^\n]*['\"]apex\b"
+    rb"|(?:^|[;:])[ \t]*(?:from|import)[ \t][^\n#]*\\\r?$"
+)
+
+
+def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> bool:
+    if module_name == "apex" or module_name.startswith("apex."):
+        return True  # a vendored copy: relative imports resolve under apex
+    return _APEX_IMPORT.search(data) is not None
+
+
+# token -> predicate (data, module_name, facts) that must hold for the token to count.
+Refinement = Callable[[bytes, str, Optional[RepoFacts]], bool]
+
+APEX_FAMILY = ("amp", "apex_modules", "apex_parallel", "imports")
+
+REFINEMENTS: Dict[str, Dict[bytes, Refinement]] = {
+    name: {b"apex": _imports_apex, b"amp": _imports_apex} for name in APEX_FAMILY
+}
+
+
+def _fact_names(facts: Optional[RepoFacts]) -> Iterable[bytes]:
+    """Names pass 1 published for other files (functions that now take a scaler, spawn entries)."""
+    if not facts:
+        return ()
+    names = set()
+    for funcs in facts.scaler_functions.values():
+        names.update(funcs)
+    for key in facts.spawn_entries:
+        names.add(str(key).rsplit(".", 1)[-1])
+    return [n.encode("utf-8") for n in names if n]
+
+
+def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
+    """Whether `cm` may rewrite or report anything in a file with these bytes."""
+    if not cm.matches(data):
+        return analyzes(cm) and mentions_fact(data, facts)
+    refine = REFINEMENTS.get(cm.NAME)
+    if not refine:
+        return True
+    for token in cm.PREFILTER:
+        if token in data:
+            check = refine.get(token)
+            if check is None or check(data, module_name, facts):
+                return True
+    return analyzes(cm) and mentions_fact(data, facts)
+
+
+def mentions_fact(data: bytes, facts: Optional[RepoFacts]) -> bool:
+    return any(n in data for n in _fact_names(facts))
+
+
+def codemods_for(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool], *,
+                 module_name: str = "", facts: Optional[RepoFacts] = None,
+                 enabled: bool = True) -> List[Codemod]:
+    """The selected codemods that must run on a file (all selected ones when `enabled` is False)."""
+    out = []
+    for cm in codemods:
+        if not any(select(c) for c in cm.CODES):
+            continue
+        if not enabled or codemod_wanted(cm, data, module_name, facts):
+            out.append(cm)
+    return out
+
+
+def needs_work(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool], *,
+               module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
+    """Both stages: True when some selected codemod must see this file."""
+    if not coarse(data) and not mentions_fact(data, facts):
+        return False
+    return bool(codemods_for(data, codemods, select, module_name=module_name, facts=facts))
+
+
+def analyzes(cm: Codemod) -> bool:
+    """Whether `cm` contributes repo facts in pass 1 (overrides Codemod.analyze)."""
+    return type(cm).analyze is not Codemod.analyze
+
+
+def has_fact_names(facts: Optional[RepoFacts]) -> bool:
+    """Whether pass 1 published names that make other files' call sites need pass 2."""
+    return bool(list(_fact_names(facts)))

@@ -1,0 +1,285 @@
+"""The apex2amp verify probe: seeds, records per-iteration losses/scale/skips, stops after N steps.
+
+Installed by sitecustomize in every Python process of a harness run (the launcher, mp.spawn children,
+torchrun ranks). Environment: APEX2AMP_OUT (records folder), APEX2AMP_STEPS, APEX2AMP_SEED,
+APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT.
+One JSON line per iteration per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time"}.
+"""
+import atexit
+import json
+import math
+import os
+import sys
+import threading
+import time
+
+_tls = threading.local()
+_state = None
+
+
+class _Recorder(object):
+    def __init__(self, out_dir, steps):
+        self.out_dir = out_dir
+        self.steps = steps
+        self.fh = None
+        self.it = 0
+        self.losses = []
+        self.scales = []
+        self.skipped = False
+        self.t0 = time.perf_counter()
+        self.managed = set()         # ids of optimizers stepped through a scaler or the apex emulation
+        self.shim_opts = set()       # ids of optimizers handed to amp.initialize
+        self.shim_stepped = set()
+        self.scaler_stepped = set()  # optimizers GradScaler.step()ed since the last update()
+        self.finished = False
+
+    def rank(self):
+        try:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank()
+        except Exception:
+            pass
+        return int(os.environ.get("RANK", "0") or 0)
+
+    def _write(self, obj):
+        if self.fh is None:
+            self.fh = open(os.path.join(self.out_dir, "records-%d.jsonl" % os.getpid()), "a")
+        self.fh.write(json.dumps(obj) + "\n")
+        self.fh.flush()
+
+    def loss(self, value, scale=None):
+        self.losses.append(value)
+        if scale is not None:
+            self.scales.append(float(scale))
+
+    def boundary(self, skipped=False, scale=None):
+        now = time.perf_counter()
+        if scale is None and self.scales:
+            scale = self.scales[0]
+        nonfinite = any(not math.isfinite(v) for v in self.losses)
+        self._write({"rank": self.rank(), "pid": os.getpid(), "it": self.it,
+                     "losses": [v if math.isfinite(v) else repr(v) for v in self.losses],
+                     "skipped": bool(skipped or self.skipped), "scale": scale, "nonfinite": nonfinite,
+                     "time": now - self.t0})
+        self.it += 1
+        self.losses, self.scales, self.skipped = [], [], False
+        self.shim_stepped = set()
+        self.scaler_stepped = set()
+        self.t0 = now
+        if self.steps and self.it >= self.steps:
+            self.finish("done")
+
+    def finish(self, event, error=None):
+        if self.finished:
+            return
+        self.finished = True
+        if event == "crash" or self.fh is not None or self.losses:
+            self._write({"event": event, "rank": self.rank(), "pid": os.getpid(), "iterations": self.it,
+                         "error": error})
+        if self.fh is not None:
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+        if event == "done":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+
+def _loss_value(t):
+    try:
+        return float(t.detach().float().item())
+    except Exception:
+        return float("nan")
+
+
+# ---- public hooks used by the apex emulation -------------------------------------------------------
+
+def record_loss(loss, scale=None):
+    """Record an unscaled loss (called by the emulated amp.scale_loss / FP16_Optimizer.backward)."""
+    if _state is not None and hasattr(loss, "numel") and loss.numel() == 1:
+        _state.loss(_loss_value(loss), scale)
+
+
+def register_managed(optimizer):
+    """The apex emulation owns this optimizer's iteration boundary."""
+    if _state is not None:
+        _state.managed.add(id(optimizer))
+        _state.shim_opts.add(id(optimizer))
+
+
+def managed_step(optimizer, skipped, scale=None):
+    """The emulated optimizer stepped (or skipped): close the iteration once every amp optimizer has."""
+    if _state is None:
+        return
+    key = id(optimizer)
+    if key in _state.shim_stepped:
+        _state.boundary()
+    _state.shim_stepped.add(key)
+    _state.skipped = _state.skipped or skipped
+    if _state.shim_stepped >= _state.shim_opts:
+        _state.boundary(scale=scale)
+
+
+# ---- torch patches -------------------------------------------------------------------------------
+
+def _patch_capture(torch):
+    rec = _state
+    GradScaler = torch.amp.GradScaler
+    orig_scale, orig_step, orig_update = GradScaler.scale, GradScaler.step, GradScaler.update
+
+    def scale(self, outputs):
+        enabled = self.is_enabled()
+        cur = float(self.get_scale()) if enabled else None
+        tensors = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        for t in tensors:
+            if hasattr(t, "numel") and t.numel() == 1:
+                rec.loss(_loss_value(t), cur)
+        out = orig_scale(self, outputs)
+        for t in (out if isinstance(out, (list, tuple)) else [out]):
+            try:
+                t._apex2amp_scaled = True
+            except Exception:
+                pass
+        return out
+
+    def step(self, optimizer, *args, **kwargs):
+        rec.managed.add(id(optimizer))
+        if id(optimizer) in rec.scaler_stepped:  # stepped again without update(): close the iteration
+            rec.boundary(scale=rec.scales[0] if rec.scales else None)
+        rec.scaler_stepped.add(id(optimizer))
+        return orig_step(self, optimizer, *args, **kwargs)
+
+    def update(self, new_scale=None):
+        enabled = self.is_enabled()
+        before = float(self.get_scale()) if enabled else None
+        result = orig_update(self, new_scale)
+        after = float(self.get_scale()) if enabled else None
+        skipped = bool(enabled and new_scale is None and after < before)
+        rec.boundary(skipped=skipped, scale=before)
+        return result
+
+    GradScaler.scale, GradScaler.step, GradScaler.update = scale, step, update
+
+    orig_tensor_backward = torch.Tensor.backward
+    orig_autograd_backward = torch.autograd.backward
+
+    def _note(t):
+        if (hasattr(t, "numel") and t.numel() == 1 and not getattr(t, "_apex2amp_scaled", False)):
+            rec.loss(_loss_value(t))
+
+    def tensor_backward(self, *args, **kwargs):
+        if getattr(_tls, "inside", False):
+            return orig_tensor_backward(self, *args, **kwargs)
+        _note(self)
+        _tls.inside = True
+        try:
+            return orig_tensor_backward(self, *args, **kwargs)
+        finally:
+            _tls.inside = False
+
+    def autograd_backward(tensors, *args, **kwargs):
+        if not getattr(_tls, "inside", False):
+            for t in (tensors if isinstance(tensors, (list, tuple)) else [tensors]):
+                _note(t)
+        _tls.inside = True
+        try:
+            return orig_autograd_backward(tensors, *args, **kwargs)
+        finally:
+            _tls.inside = False
+
+    torch.Tensor.backward = tensor_backward
+    torch.autograd.backward = autograd_backward
+
+    def post_step_hook(optimizer, args, kwargs):
+        if id(optimizer) not in rec.managed:
+            rec.boundary()
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    register_optimizer_step_post_hook(post_step_hook)
+
+
+def _patch_launchers(torch):
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    orig_spawn = mp.spawn
+
+    def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+        result = orig_spawn(fn, args=args, nprocs=nprocs, join=join, daemon=daemon, start_method=start_method)
+        if join:  # every rank reported and exited: end the launcher too (skips post-training code)
+            _state.finish("done")
+        return result
+
+    mp.spawn = spawn
+
+    simulate = os.environ.get("APEX2AMP_DEVICE") == "cpu"
+    orig_init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        args = list(args)
+        backend = kwargs.get("backend", args[0] if args else None)
+        if simulate and (backend is None or "nccl" in str(backend).lower()):
+            backend = "gloo"
+            kwargs.pop("device_id", None)
+        if args:
+            args[0] = backend
+        else:
+            kwargs["backend"] = backend
+        port = os.environ.get("APEX2AMP_MASTER_PORT")
+        if port and not os.environ.get("TORCHELASTIC_RUN_ID"):
+            init_method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
+            if init_method and str(init_method).startswith("tcp://"):
+                init_method = "tcp://127.0.0.1:%s" % port
+                if len(args) > 1:
+                    args[1] = init_method
+                else:
+                    kwargs["init_method"] = init_method
+            elif init_method in (None, "env://"):
+                os.environ["MASTER_ADDR"] = "127.0.0.1"
+                os.environ["MASTER_PORT"] = port
+        return orig_init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    torch.distributed.init_process_group = init_process_group
+
+
+def _seed(torch, seed):
+    import random
+    random.seed(seed)
+    try:
+        import numpy
+        numpy.random.seed(seed)
+    except Exception:
+        pass
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+
+
+def install():
+    """Install seeding, CPU simulation (APEX2AMP_DEVICE=cpu), loss capture and the step-N cut."""
+    global _state
+    if _state is not None:
+        return
+    import torch
+    _state = _Recorder(os.environ["APEX2AMP_OUT"], int(os.environ.get("APEX2AMP_STEPS", "0") or 0))
+    _seed(torch, int(os.environ.get("APEX2AMP_SEED", "0") or 0))
+    if os.environ.get("APEX2AMP_DEVICE") == "cpu":
+        import _apex2amp_cpu
+        _apex2amp_cpu.install(int(os.environ.get("APEX2AMP_NPROC", "1") or 1))
+    _patch_capture(torch)
+    _patch_launchers(torch)
+
+    orig_hook = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        try:
+            _state.finish("crash", "%s: %s" % (exc_type.__name__, exc))
+        finally:
+            orig_hook(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(lambda: _state.finish("end"))
+    sys.modules.setdefault("_apex2amp_probe", sys.modules[__name__])
