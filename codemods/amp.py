@@ -523,24 +523,24 @@ class _Analysis:
                                                  "and loss in `torch.autocast(...)` by hand")
                 return
             cur = owner
-        # backward slice within the block
+        # backward slice within the block, not crossing backward/step code
         needed = set(names_read(body[end])) | assigned_names(body[end])
-        start = end
         model_start = None
         for j in range(end, -1, -1):
             s = body[j]
+            if j != end and self._forbidden(s):
+                break
             if j != end and not (assigned_names(s) & needed):
                 continue
             if j != end:
                 needed |= names_read(s)
             if self._calls_model(s):
                 model_start = j
-        if model_start is not None:
-            start = model_start
+        start = model_start if model_start is not None else end
         rng = body[start:end + 1]
         if any(self._forbidden(s) for s in rng):
-            self.report(anchor, R.NO_REGION, "the forward pass and loss are mixed with backward/step code: wrap them "
-                                             "in `torch.autocast(...)` by hand")
+            self.report(anchor, R.NO_REGION, "the loss statement itself holds backward/step code: wrap the forward "
+                                             "pass and loss in `torch.autocast(...)` by hand")
             return
         if any(self._inside_autocast(s) for s in (rng[0],)):
             return

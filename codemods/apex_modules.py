@@ -152,6 +152,9 @@ def module_level_defs(module: cst.Module) -> Set[str]:
     """Names a module binds at top level by def, class or assignment (they shadow star imports)."""
     out: Set[str] = set()
     for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and any(
+                isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            continue
         if isinstance(stmt, (cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef)):
             out |= {n for n in assigned_names(stmt) if "." not in n}
     return out

@@ -63,7 +63,7 @@ class RemoveApexImports(Codemod):
         locals_ = apex_locals(table)
         star = {m: nodes for m, nodes in table.star_modules.items() if m == "apex" or m.startswith("apex.")}
         if not locals_ and not star:
-            return module
+            return _unwrap_install_guards(module, ctx)
         flags = apex_flags(module, table)
         guard_names = locals_ | flags
         plan = EditPlan()
@@ -99,13 +99,21 @@ class RemoveApexImports(Codemod):
             def visit_Name(self, n: cst.Name) -> None:
                 uses.setdefault(n.value, []).append(n)
 
+            def visit_Comparison(self, n: cst.Comparison) -> Optional[bool]:
+                # `amp is None` / `amp is not None` fold to constants once apex is gone
+                if isinstance(n.left, cst.Name) and n.left.value in locals_ and len(n.comparisons) == 1 and \
+                        isinstance(n.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
+                        isinstance(n.comparisons[0].comparator, cst.Name) and \
+                        n.comparisons[0].comparator.value == "None":
+                    return False
+                return None
+
             def visit_Arg(self, n: cst.Arg) -> bool:
                 n.value.visit(self)
                 return False
 
         module.visit(Uses())
         # flags and `amp is None` checks inside other expressions fold to constants
-        flag_uses = [n for f in flags for n in uses.get(f, [])]
         removable = {name for name in locals_ if not uses.get(name)}
         kept = locals_ - removable
         if kept:
@@ -133,10 +141,8 @@ class RemoveApexImports(Codemod):
             plan.remove(s)
         self._star_findings(star, uses, ctx, plan)
         new_module = apply_plan(module, plan) if plan else module
-        if flag_uses:
-            folder = FoldApexGuards(flags, set())
-            new_module = new_module.visit(_FoldStatements(folder))
-        return new_module
+        folder = FoldApexGuards(flags, locals_)
+        return _unwrap_install_guards(new_module.visit(_FoldStatements(folder)), ctx)
 
     def _star_findings(self, star, uses, ctx: FileContext, plan: EditPlan) -> None:
         for mod, nodes in star.items():
@@ -204,3 +210,47 @@ class _FoldStatements(cst.CSTTransformer):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
         return updated.with_changes(value=updated.value.visit(self.folder))
+
+
+def _mentions_apex(node: cst.CSTNode) -> bool:
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_SimpleString(self, n: cst.SimpleString) -> None:
+            nonlocal found
+            if "apex" in n.value.lower():
+                found = True
+
+    node.visit(V())
+    return found
+
+
+def _unwrap_install_guards(module: cst.Module, ctx: FileContext) -> cst.Module:
+    """`try: <imports> except ImportError: raise ImportError("install apex")` -> the imports alone.
+
+    Left behind when an apex import inside the guard was replaced by its torch equivalent.
+    """
+    plan = EditPlan()
+
+    class V(cst.CSTVisitor):
+        def visit_Try(self, n: cst.Try) -> None:
+            body = n.body.body if isinstance(n.body, cst.IndentedBlock) else []
+            if not body or n.orelse or n.finalbody or len(n.handlers) != 1:
+                return
+            if not all(isinstance(s, cst.SimpleStatementLine) and all(
+                    isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body) for s in body):
+                return
+            h = n.handlers[0]
+            if h.type is None or (dotted_name(h.type) or "") not in ("ImportError", "ModuleNotFoundError"):
+                return
+            hbody = h.body.body if isinstance(h.body, cst.IndentedBlock) else []
+            if not hbody or not all(isinstance(s, cst.SimpleStatementLine) and all(
+                    isinstance(x, (cst.Raise, cst.Expr)) for x in s.body) for s in hbody):
+                return
+            if not _mentions_apex(h):
+                return
+            plan.replace_stmt[n] = list(body)
+            ctx.report(n, R.APEX_IMPORT.code, "`install apex` guard around a torch import removed", fixed=True)
+
+    module.visit(V())
+    return apply_plan(module, plan) if plan else module

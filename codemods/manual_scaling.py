@@ -426,11 +426,15 @@ class _Migration:
             if line is None or len(line.body) != 1:
                 continue
             small = line.body[0]
-            if isinstance(small, cst.Expr) and small.value is c and is_half:
-                model = dotted_name(c.func.value)  # type: ignore[union-attr]
-                if model:
+            if isinstance(small, cst.Expr) and is_half:
+                stripped = _strip_casts(small.value, self.res)
+                model = dotted_name(_base_of(stripped))
+                if stripped is not small.value and model and not any(e[0] is line for e in edits):
                     names.append(model)
-                    edits.append((line, None, f"{model}.half()"))
+                    if dotted_name(stripped):
+                        edits.append((line, None, code_of(small.value).strip()))
+                    else:
+                        edits.append((small.value, stripped, code_of(small.value).strip()))
                 continue
             if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
                 continue
@@ -546,6 +550,10 @@ class _Migration:
             return "the model or inputs are cast to fp16 by hand (fp32 master copies): keep the model fp32 " \
                    "under torch.autocast instead"
         sname = dotted_name(scale)
+        if _enclosing(line, self.parents, (cst.ClassDef,)) is not None or (sname or "").startswith("self."):
+            return "the scaling lives in a class (a scaler object or optimizer wrapper): see A2A512"
+        if not any(isinstance(a, (cst.For, cst.While)) for a in _ancestors(line, self.parents)):
+            return "the backward is not inside a training loop of this function, so there is no place for one scaler"
         if sname is not None:
             assigns = [s for s in _walk(scope) if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign))
                        and sname in _targets(s)]

@@ -144,18 +144,29 @@ def check(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, o
 
 
 @main.command()
-@click.argument("code", required=False)
-def explain(code: Optional[str]) -> None:
-    """Explain a rule: what it does, why, an example, its severity."""
+@click.argument("codes", nargs=-1)
+@click.option("--all", "all_codes", is_flag=True, help="Explain every rule.")
+def explain(codes, all_codes: bool) -> None:
+    """Explain rules: what each does, why, a before/after example, its severity."""
+    from codemods.base import RULES
     from .explain import explain_text
-    if not code:
-        click.echo("usage: apex2amp explain CODE (see `apex2amp rules`)", err=True)
+    wanted = sorted(RULES) if all_codes else [c for arg in codes for c in _split([arg])]
+    if not wanted:
+        click.echo("usage: apex2amp explain CODE [CODE...] | --all (see `apex2amp rules`)", err=True)
         sys.exit(2)
-    text = explain_text(code)
-    if text is None:
+    texts, unknown = [], []
+    for code in wanted:
+        text = explain_text(code)
+        if text is None:
+            unknown.append(code)
+        else:
+            texts.append(text)
+    if texts:
+        click.echo("\n\n".join(texts))
+    for code in unknown:
         click.echo(f"error: unknown rule code {code!r} (see `apex2amp rules`)", err=True)
+    if unknown:
         sys.exit(2)
-    click.echo(text)
 
 
 @main.command()

@@ -53,7 +53,9 @@ def real_apex_available() -> bool:
 
 
 def cuda_available() -> bool:
-    """True when torch sees a CUDA device (decides --device auto)."""
+    """True when torch sees a CUDA device (decides --device auto); cheap answer when no NVIDIA driver exists."""
+    if not (os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi")):
+        return False
     try:
         import torch
         return bool(torch.cuda.is_available())
