@@ -175,6 +175,10 @@ class _Analysis:
         self.module.visit(V())
         for call in calls:
             member = self.amp_member(call.func)
+            if member is None and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Subscript):
+                inner = call.func.value.value
+                if any(q.startswith(AMP + "._amp_state") for q in self.table.qualified_names(inner)):
+                    member = "_amp_state." + call.func.attr.value
             if member is None:
                 continue
             head = member.split(".")[0]
@@ -318,7 +322,9 @@ class _Analysis:
             self.report(call, R.UNSUPPORTED, "`amp.initialize` result used in an expression: migrate by hand")
             self.abort = True
             return
-        source = models.value if opts is None else cst.Tuple([cst.Element(models.value), cst.Element(opts.value)])
+        source = models.value if opts is None else cst.Tuple(
+            [cst.Element(models.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+             cst.Element(opts.value)], lpar=[], rpar=[])
         if target is not None:
             tparts = _tuple_parts(target)
             if opts is not None and (tparts is None or len(tparts) != 2):
@@ -408,6 +414,24 @@ class _Analysis:
             new_stmts.append(cst.SimpleStatementLine(body=[cst.Assign(
                 targets=[cst.AssignTarget(target)], value=source)]))
         scaler_stmt: Optional[cst.BaseStatement] = None
+        if opts is None:
+            # inference form: no optimizer, no scaler; autocast the model's forward (spec 2.6 b)
+            m = target if target is not None else models.value
+            if dotted_name(m) is None:
+                self.report(call, R.UNSUPPORTED, "`amp.initialize` of a model list without optimizers: wrap the "
+                                                 "forward passes in `torch.autocast(...)` by hand")
+                self.abort = True
+                return
+            enabled = f", enabled={_code(self.cond)}" if self.cond is not None else ""
+            mc = _code(m)
+            new_stmts.append(_stmt(f'{mc}.forward = torch.autocast("{self.device}", dtype={self.dtype}{enabled})'
+                                   f'({mc}.forward)'))
+            self.needs_torch = True
+            self.use_scaler = False
+            self.plan.replace_stmt[stmt] = new_stmts
+            self.report(call, R.INITIALIZE, "`amp.initialize` without optimizers -> the model's forward runs under "
+                                            "autocast (no scaler)", fixed=True)
+            return
         if self.use_scaler:
             scaler_stmt = _stmt(f"{self.scaler_target()} = {self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})")
             self.needs_torch = True
@@ -769,10 +793,14 @@ class _Analysis:
             elif mp_opt is not None:
                 gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
                 self.plan.replace_node[params.value] = gen  # type: ignore[union-attr]
+            inserted = False
             if self.use_scaler and (id(func), opt) not in unscaled:
                 unscaled.add((id(func), opt))
                 self.plan.insert_before(target_stmt, [_stmt(f"{self.scaler_expr()}.unscale_({opt})")])
                 self.user_funcs.add(func)
+                inserted = True
+            if not inserted and mp_opt is None:
+                continue
             self.report(clip, R.UNSCALE, f"`scaler.unscale_({opt})` before clipping" + (
                 "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
 

@@ -52,6 +52,6 @@ def test_static_scale_losses_match_legacy(tmp_path):
 def test_fp16_optimizer_twin_trains_on_cpu(tmp_path):
     with open(os.path.join(ROOT, "fp16_optimizer", "migrated", "train.py"), encoding="utf-8") as fh:
         losses = _run_on_cpu(fh.read(), tmp_path, "twin")
-    assert len(losses) == 8
+    assert len(losses) == 30
     assert all(v == v and abs(v) < 1e4 for v in losses)
     assert losses[-1] < losses[0]

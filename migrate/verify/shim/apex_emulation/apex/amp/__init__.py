@@ -129,6 +129,7 @@ def _setup_optimizer(optimizer, props):
                 _amp_state.loss_scalers[0].loss_scale()) if _amp_state.loss_scalers else "Gradient overflow.")
             result = None
         else:
+            _clear_cast_cache()
             with disable_casts():
                 result = orig_step() if closure is None else orig_step(closure)
             for model_p, master in stash.pairs:
@@ -201,10 +202,17 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
     _amp_state.loss_scalers = [LossScaler(props.loss_scale, min_loss_scale=min_loss_scale,
                                           max_loss_scale=max_loss_scale) for _ in range(num_losses)]
     if props.patch_torch_functions and _amp_state.autocast is None:
-        # apex O1 patches torch globally; one process-wide native region without a weight cache does the same.
-        _amp_state.autocast = torch.autocast(_autocast_device(), dtype=torch.float16, cache_enabled=False)
+        # apex O1 patches torch globally; one process-wide native region does the same.
+        # Its fp16 weight cache is cleared where apex cleared its own (scale_loss exit, optimizer.step), so
+        # stale casts never outlive a weight update.
+        _amp_state.autocast = torch.autocast(_autocast_device(), dtype=torch.float16, cache_enabled=True)
         _amp_state.autocast.__enter__()
     return models if optimizers is None else (models, optimizers)
+
+
+def _clear_cast_cache():
+    if _amp_state.autocast is not None:
+        torch.clear_autocast_cache()
 
 
 @contextlib.contextmanager
@@ -228,6 +236,15 @@ def _mark(t):
 @contextlib.contextmanager
 def scale_loss(loss, optimizers, loss_id=0, model=None, delay_unscale=False, delay_overflow_check=False):
     """Yield loss*scale; on exit unscale the grads of `optimizers`, update the scale, arm a one-shot skip."""
+    try:
+        with _scale_loss(loss, optimizers, loss_id, delay_unscale, delay_overflow_check) as scaled:
+            yield scaled
+    finally:
+        _clear_cast_cache()  # apex clears its cast cache on every scale_loss exit
+
+
+@contextlib.contextmanager
+def _scale_loss(loss, optimizers, loss_id, delay_unscale, delay_overflow_check):
     p = _probe()
     if not _amp_state.enabled or not _amp_state.loss_scalers:
         if p is not None:
