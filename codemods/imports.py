@@ -142,7 +142,7 @@ class RemoveApexImports(Codemod):
         self._star_findings(star, uses, ctx, plan)
         new_module = apply_plan(module, plan) if plan else module
         folder = FoldApexGuards(flags, locals_)
-        return _unwrap_install_guards(new_module.visit(_FoldStatements(folder)), ctx)
+        return _unwrap_install_guards(new_module.visit(_FoldStatements(folder)), ctx, report=False)
 
     def _star_findings(self, star, uses, ctx: FileContext, plan: EditPlan) -> None:
         for mod, nodes in star.items():
@@ -225,7 +225,7 @@ def _mentions_apex(node: cst.CSTNode) -> bool:
     return found
 
 
-def _unwrap_install_guards(module: cst.Module, ctx: FileContext) -> cst.Module:
+def _unwrap_install_guards(module: cst.Module, ctx: FileContext, report: bool = True) -> cst.Module:
     """`try: <imports> except ImportError: raise ImportError("install apex")` -> the imports alone.
 
     Left behind when an apex import inside the guard was replaced by its torch equivalent.
@@ -250,7 +250,8 @@ def _unwrap_install_guards(module: cst.Module, ctx: FileContext) -> cst.Module:
             if not _mentions_apex(h):
                 return
             plan.replace_stmt[n] = list(body)
-            ctx.report(n, R.APEX_IMPORT.code, "`install apex` guard around a torch import removed", fixed=True)
+            if report:
+                ctx.report(n, R.APEX_IMPORT.code, "`install apex` guard around a torch import removed", fixed=True)
 
     module.visit(V())
     return apply_plan(module, plan) if plan else module
