@@ -41,7 +41,7 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
     apex = "real" if real_apex_available() else "emulated"
     orig_entry, mig_entry = os.path.join(original, entry), os.path.join(migrated, entry)
     launcher = detect_launcher(orig_entry, mig_entry, nproc)
-    procs = nproc or (2 if launcher == "torchrun" else 1)
+    procs = nproc or (2 if launcher == "torchrun" else 1)  # device_count() the original sees
     mode = "same-engine" if device == "cpu" else "fidelity"
     meta = {"original": os.path.abspath(original), "migrated": os.path.abspath(migrated), "entry": entry,
             "steps": steps, "device": device, "simulated_cuda": device == "cpu", "apex": apex,
@@ -61,6 +61,8 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
         verdict.update(meta)
         verdict["original_output_tail"] = tail(a.output)
         return verdict
+    if launcher == "torchrun" and not nproc:  # as many ranks as the original really started
+        meta["nproc"] = procs = max(1, len(a.records))
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
                  timeout=timeout, apex=apex)
     verdict = compare(a.records, b.records, steps=steps, mode=mode, dtype=dtype, tolerance=tolerance)
