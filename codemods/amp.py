@@ -955,10 +955,16 @@ class _Analysis:
             if any(p.name.value == self.scaler_ref for p in _all_params(f)):
                 continue
             self.plan.transforms[f] = _add_scaler_param(self.scaler_ref)
-            if isinstance(self.parent(f), cst.Module):
+            module_level = isinstance(self.parent(f), cst.Module)
+            if module_level:
                 self.exported_funcs.append(f.name.value)
-            self.report(f, R.THREADED, f"`{f.name.value}` now takes the `{self.scaler_ref}` parameter; call sites in "
-                                       "this run pass it", fixed=True)
+            if module_level or self._call_sites(f, funcs):
+                self.report(f, R.THREADED, f"`{f.name.value}` now takes the `{self.scaler_ref}` parameter; call sites "
+                                           "in this run pass it", fixed=True)
+            else:
+                self.report(f, R.THREADED, f"method `{f.name.value}` now takes a `{self.scaler_ref}` parameter but no "
+                                           f"caller was found in this run: pass the GradScaler "
+                                           f"(`{self.scaler_ref}={self.scaler_ref}`) where it is called")
 
     def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
         out: Dict[str, List[cst.FunctionDef]] = {}

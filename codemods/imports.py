@@ -141,6 +141,8 @@ class RemoveApexImports(Codemod):
             plan.remove(s)
         self._star_findings(star, uses, ctx, plan)
         new_module = apply_plan(module, plan) if plan else module
+        if plan and new_module.code.startswith(("\n", "\r\n")) and not module.code.startswith(("\n", "\r\n")):
+            new_module = _strip_leading_blank_lines(new_module)
         folder = FoldApexGuards(flags, locals_)
         return _unwrap_install_guards(new_module.visit(_FoldStatements(folder)), ctx, report=False)
 
@@ -255,3 +257,17 @@ def _unwrap_install_guards(module: cst.Module, ctx: FileContext, report: bool = 
 
     module.visit(V())
     return apply_plan(module, plan) if plan else module
+
+
+def _strip_leading_blank_lines(module: cst.Module) -> cst.Module:
+    """After removing a file's first statement, do not leave it starting with blank lines."""
+    if not module.body:
+        return module
+    first = module.body[0]
+    lead = list(getattr(first, "leading_lines", ()))
+    while lead and lead[0].comment is None:
+        lead.pop(0)
+    header = list(module.header)
+    if header and all(h.comment is None for h in header):
+        header = []
+    return module.with_changes(header=header, body=[first.with_changes(leading_lines=lead)] + list(module.body[1:]))

@@ -167,10 +167,36 @@ def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> 
 # token -> predicate (data, module_name, facts) that must hold for the token to count.
 Refinement = Callable[[bytes, str, Optional[RepoFacts]], bool]
 
-APEX_FAMILY = ("amp", "apex_modules", "apex_parallel", "imports")
 
+def _regex(pattern: bytes) -> Refinement:
+    rx = re.compile(pattern)
+    return lambda data, module_name, facts: rx.search(data) is not None
+
+
+def _contains(literal: bytes) -> Refinement:
+    return lambda data, module_name, facts: literal in data
+
+
+def _any_of(*checks: Refinement) -> Refinement:
+    return lambda data, module_name, facts: any(c(data, module_name, facts) for c in checks)
+
+
+# Each entry mirrors an early exit of the codemod it names (keep them in step; tests/test_prefilter_exact.py
+# runs every fixture with and without the prefilter and fails when they drift):
+# - amp, apex_modules, apex_parallel: every site is a name resolved under `apex` through an import.
+#   (amp's cross-module call sites are let through by `mentions_fact`.)
+# - imports: apex imports, or an `except ImportError` install guard whose message names apex.
+# - hazards: its own MIXED_PRECISION regex spells apex as a whole word.
+# - launch: spawn/start_processes are resolved under torch.multiprocessing; `--local_rank` is an
+#   argparse flag written as a string literal.
 REFINEMENTS: Dict[str, Dict[bytes, Refinement]] = {
-    name: {b"apex": _imports_apex, b"amp": _imports_apex} for name in APEX_FAMILY
+    "amp": {b"apex": _imports_apex, b"scaler": _imports_apex, b"amp": _imports_apex},
+    "apex_modules": {b"apex": _imports_apex},
+    "apex_parallel": {b"apex": _imports_apex},
+    "imports": {b"apex": _any_of(_imports_apex, _regex(rb"ImportError|ModuleNotFoundError"))},
+    "hazards": {b"apex": _regex(rb"\bapex\b")},
+    "launch": {b"spawn": _contains(b"multiprocessing"), b"start_processes": _contains(b"multiprocessing"),
+               b"local_rank": _regex(rb"--local[_-]rank[\"']"), b"local-rank": _regex(rb"--local[_-]rank[\"']")},
 }
 
 
@@ -190,6 +216,9 @@ def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optio
     """Whether `cm` may rewrite or report anything in a file with these bytes."""
     if not cm.matches(data):
         return analyzes(cm) and mentions_fact(data, facts)
+    wants = getattr(cm, "wants", None)
+    if callable(wants):  # a codemod may state its own exact second stage
+        return bool(wants(data, module_name)) or (analyzes(cm) and mentions_fact(data, facts))
     refine = REFINEMENTS.get(cm.NAME)
     if not refine:
         return True

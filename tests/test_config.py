@@ -30,7 +30,7 @@ def codes(result):
 
 
 def test_ignore_from_config_and_flag_override(tmp_path):
-    root = project(tmp_path, '[tool.apex2amp]\nignore = ["A2A151"]\n')
+    root = project(tmp_path, '[tool.apex2amp]\nignore = ["A2A15"]\n')
     r = cli(["check", "--format", "json", "."], cwd=root / "pkg")  # config found by walking up
     assert r.returncode == 0 and codes(r) == set()
     over = cli(["check", "--format", "json", "--ignore", "A2A9", "."], cwd=root / "pkg")
@@ -48,7 +48,7 @@ def test_select_and_per_file_ignores_and_exclude(tmp_path):
 
         [tool.apex2amp.per-file-ignores]
         "pkg/old_*.py" = ["A2A15"]
-        "conftest.py" = ["A2A151"]
+        "conftest.py" = ["A2A15"]
         """, {"pkg/train.py": LEGACY, "pkg/old_train.py": LEGACY, "tests/conftest.py": LEGACY,
               "vendored/lib.py": LEGACY})
     r = cli(["check", "--format", "json", "."], cwd=root)
@@ -90,9 +90,9 @@ def test_bad_config_exits_two_naming_the_problem(tmp_path, table, needle):
 
 
 def test_explicit_config_and_closest_table_wins(tmp_path):
-    root = project(tmp_path, '[tool.apex2amp]\nignore = ["A2A151"]\n')
+    root = project(tmp_path, '[tool.apex2amp]\nignore = ["A2A15"]\n')
     (root / "pkg" / "pyproject.toml").write_text('[project]\nname = "inner"\n')  # no table: keep walking
-    assert load_config([str(root / "pkg" / "train.py")])["ignore"] == ["A2A151"]
+    assert load_config([str(root / "pkg" / "train.py")])["ignore"] == ["A2A15"]
     other = tmp_path / "other.toml"
     other.write_text('[tool.apex2amp]\nselect = ["A2A4"]\n')
     r = cli(["check", "--config", str(other), "."], cwd=root / "pkg")
@@ -135,7 +135,7 @@ def test_minitoml_matches_tomllib():
 
 def test_config_works_without_tomllib(tmp_path):
     """Python 3.9/3.10 without tomli: the small reader takes over (run through the real CLI)."""
-    root = project(tmp_path, '[tool.apex2amp]\nignore = [\n  "A2A151",\n]\n')
+    root = project(tmp_path, '[tool.apex2amp]\nignore = [\n  "A2A15",\n]\n')
     import os
     import subprocess
     from test_cli_helpers import REPO

@@ -127,6 +127,12 @@ def _patch_capture(torch):
     rec = _state
     GradScaler = torch.amp.GradScaler
     orig_scale, orig_step, orig_update = GradScaler.scale, GradScaler.step, GradScaler.update
+    orig_unscale = GradScaler.unscale_
+
+    def unscale_(self, optimizer):
+        if id(optimizer) in rec.scaler_stepped:  # a new iteration began without update()
+            rec.boundary(scale=rec.scales[0] if rec.scales else None)
+        return orig_unscale(self, optimizer)
 
     def scale(self, outputs):
         enabled = self.is_enabled()
@@ -160,6 +166,7 @@ def _patch_capture(torch):
         return result
 
     GradScaler.scale, GradScaler.step, GradScaler.update = scale, step, update
+    GradScaler.unscale_ = unscale_
 
     orig_tensor_backward = torch.Tensor.backward
     orig_autograd_backward = torch.autograd.backward

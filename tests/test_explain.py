@@ -1,0 +1,63 @@
+"""`apex2amp explain` and `apex2amp rules`: every code emitted anywhere is documented."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from codemods.base import RULES, SEVERITIES
+
+from test_cli_helpers import REPO, cli
+
+
+def _sections(text: str):
+    """Explanation blocks of `apex2amp explain A B ...` by code."""
+    blocks = re.split(r"\n\n(?=A2A\d{3} \()", text.strip())
+    return {b.split(" ", 1)[0]: b for b in blocks}
+
+
+def _nonempty(block: str, title: str) -> str:
+    m = re.search(rf"## {title}\n(.*?)(?=\n## |\Z)", block, re.S)
+    assert m, f"no {title} section"
+    body = m.group(1).replace("```python", "").replace("```", "").strip()
+    assert body, f"empty {title} section"
+    return body
+
+
+def test_every_emitted_code_has_an_explanation(tmp_path):
+    r = cli(["check", "--format", "json", "--show-ignored", os.path.join(REPO, "fixtures")], cwd=tmp_path,
+            timeout=300)
+    doc = json.loads(r.stdout)
+    emitted = sorted({x["code"] for f in doc["files"] for x in f["findings"]})
+    assert emitted, "the fixtures must emit some codes"
+    ex = cli(["explain", *emitted], cwd=tmp_path)
+    assert ex.returncode == 0, ex.stderr
+    blocks = _sections(ex.stdout)
+    assert sorted(blocks) == emitted
+    for code, block in blocks.items():
+        assert re.search(r"^Severity: (fix|warning|info)$", block, re.M), code
+        for title in ("Why", "Before", "After"):
+            _nonempty(block, title)
+
+
+def test_every_registered_rule_is_complete_and_listed(tmp_path):
+    import codemods.registry  # noqa: F401
+    for code, r in RULES.items():
+        assert re.fullmatch(r"A2A[1-6]\d\d", code), code
+        assert r.summary and r.why and r.before and r.after, code
+        assert r.severity in SEVERITIES
+    listed = cli(["rules"], cwd=tmp_path)
+    assert listed.returncode == 0
+    codes = [ln.split()[0] for ln in listed.stdout.splitlines()]
+    assert codes == sorted(RULES)
+    everything = cli(["explain", "--all"], cwd=tmp_path)
+    assert sorted(_sections(everything.stdout)) == sorted(RULES)
+
+
+def test_explain_is_case_insensitive_and_rejects_unknown(tmp_path):
+    code = sorted(RULES)[0]
+    r = cli(["explain", code.lower()], cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith(f"{code} (")
+    assert f"# apex2amp: ignore[{code}]" in r.stdout
+    bad = cli(["explain", code, "A2A000"], cwd=tmp_path)
+    assert bad.returncode == 2 and "A2A000" in bad.stderr
