@@ -17,8 +17,10 @@ def explain_text(code: str) -> Optional[str]:
              "## Why", r.why]
     if r.before:
         parts += ["", "## Before", "```python", r.before, "```"]
-    if r.after:
-        parts += ["", "## After", "```python", r.after, "```"]
+    after = r.after or ("# (nothing: the code above is removed)" if r.fixes else
+                        "# (no mechanical equivalent: see Why)")
+    if r.before or r.after:
+        parts += ["", "## After", "```python", after, "```"]
     parts += ["", "## Suppress", f"Add `# apex2amp: ignore[{r.code}]` to the line (or alone on the line above "
               f"a multi-line statement), or `ignore = [\"{r.code}\"]` under [tool.apex2amp] in pyproject.toml."]
     return "\n".join(parts)
