@@ -529,8 +529,8 @@ class _Migration:
     def _split_scale(self, prod: cst.BinaryOperation):
         def is_scale(e: cst.BaseExpression) -> bool:
             v = literal_number(e)
-            if v is not None:
-                return v > 1
+            if v is not None:  # loss scales are powers of two (loss weights such as 2 or 10 are not)
+                return v >= 8 and float(v).is_integer() and (int(v) & (int(v) - 1)) == 0
             n = dotted_name(e)
             return n is not None and "scale" in n.lower()
         if is_scale(prod.right) and not is_scale(prod.left):

@@ -138,7 +138,7 @@ SHIM_SCRIPT = textwrap.dedent('''
     assert amp.state_dict() == {"loss_scaler0": {"loss_scale": 65536.0, "unskipped": 1}}
     # overflow: halve the scale and skip exactly the next step
     before = [p.detach().clone() for p in amp.master_params(opt)]
-    with amp.scale_loss(out.float().sum() * float("inf"), opt) as s:
+    with amp.scale_loss(model(torch.randn(4, 4)).float().sum() * float("inf"), opt) as s:
         s.backward()
     opt.step()
     assert all(torch.equal(a, b) for a, b in zip(before, amp.master_params(opt)))

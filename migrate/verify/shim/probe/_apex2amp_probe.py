@@ -30,7 +30,7 @@ class _Recorder(object):
         self.managed = set()         # ids of optimizers stepped through a scaler or the apex emulation
         self.shim_opts = set()       # ids of optimizers handed to amp.initialize
         self.shim_stepped = set()
-        self.scaler_stepped = set()  # optimizers GradScaler.step()ed since the last update()
+        self.scaler_stepped = {}     # optimizer id -> losses recorded when GradScaler.step()ed it (since update())
         self.finished = False
 
     def rank(self):
@@ -65,10 +65,18 @@ class _Recorder(object):
         self.it += 1
         self.losses, self.scales, self.skipped = [], [], False
         self.shim_stepped = set()
-        self.scaler_stepped = set()
+        self.scaler_stepped = {}
         self.t0 = now
         if self.steps and self.it >= self.steps:
             self.finish("done")
+
+    def split_boundary(self, index):
+        """Close the iteration with the losses recorded before `index`; later ones open the next iteration."""
+        carry, self.losses = self.losses[index:], self.losses[:index]
+        carry_scales = self.scales[index:] if len(self.scales) == len(self.losses) + len(carry) else []
+        self.scales = self.scales[:index]
+        self.boundary()
+        self.losses, self.scales = carry, carry_scales
 
     def finish(self, event, error=None):
         if self.finished:
@@ -131,7 +139,7 @@ def _patch_capture(torch):
 
     def unscale_(self, optimizer):
         if id(optimizer) in rec.scaler_stepped:  # a new iteration began without update()
-            rec.boundary(scale=rec.scales[0] if rec.scales else None)
+            rec.split_boundary(rec.scaler_stepped[id(optimizer)])
         return orig_unscale(self, optimizer)
 
     def scale(self, outputs):
@@ -152,9 +160,11 @@ def _patch_capture(torch):
     def step(self, optimizer, *args, **kwargs):
         rec.managed.add(id(optimizer))
         if id(optimizer) in rec.scaler_stepped:  # stepped again without update(): close the iteration
-            rec.boundary(scale=rec.scales[0] if rec.scales else None)
-        rec.scaler_stepped.add(id(optimizer))
-        return orig_step(self, optimizer, *args, **kwargs)
+            rec.split_boundary(rec.scaler_stepped[id(optimizer)])
+        try:
+            return orig_step(self, optimizer, *args, **kwargs)
+        finally:
+            rec.scaler_stepped[id(optimizer)] = len(rec.losses)
 
     def update(self, new_scale=None):
         enabled = self.is_enabled()

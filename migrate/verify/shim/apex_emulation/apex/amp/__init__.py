@@ -207,7 +207,24 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
         # stale casts never outlive a weight update.
         _amp_state.autocast = torch.autocast(_autocast_device(), dtype=torch.float16, cache_enabled=True)
         _amp_state.autocast.__enter__()
+        _backward_without_casts()
     return models if optimizers is None else (models, optimizers)
+
+
+def _backward_without_casts():
+    """apex only patched forward functions; on the CPU the backward runs on this thread, so keep casts off there."""
+    orig_tensor_backward, orig_backward, orig_grad = torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with disable_casts():
+                return fn(*args, **kwargs)
+        return run
+
+    torch.Tensor.backward = wrap(orig_tensor_backward)
+    torch.autograd.backward = wrap(orig_backward)
+    torch.autograd.grad = wrap(orig_grad)
 
 
 def _clear_cast_cache():
