@@ -29,7 +29,7 @@ CODEMODS: List[Codemod] = all_codemods()
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(
-    rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|distributed\.launch|local_rank|local-rank|"
+    rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
     rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
     rb"BCELoss|binary_cross_entropy|scale_loss|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler"
 )

@@ -9,7 +9,8 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -96,6 +97,31 @@ def _run_codemods_for(data: bytes, select: Callable[[str], bool], module_name: s
                                   enabled=use_prefilter)
 
 
+class _LazyPositions(Mapping):
+    """PositionProvider results resolved on first use: a stage that reports nothing never pays for them."""
+
+    def __init__(self, wrapper: MetadataWrapper):
+        self.wrapper = wrapper
+        self._map: Any = None
+
+    def _resolved(self) -> Any:
+        if self._map is None:
+            self._map = self.wrapper.resolve(PositionProvider)
+        return self._map
+
+    def __getitem__(self, node: Any) -> Any:
+        return self._resolved()[node]
+
+    def __contains__(self, node: Any) -> bool:
+        return node in self._resolved()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._resolved())
+
+    def __len__(self) -> int:
+        return len(self._resolved())
+
+
 def _guard(e: BaseException) -> None:
     """Re-raise what must stop the run (Ctrl-C, exit); everything else becomes a per-file error."""
     if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
@@ -117,7 +143,7 @@ def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", 
         _guard(e)
         return ctx.exported
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
+    positions = _LazyPositions(wrapper)
     for cm in wanted:
         ctx.begin_stage(positions)
         try:
@@ -144,7 +170,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
     for cm in codemods:
         if wrapper is None or wrapper.module is not module:
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-            positions = wrapper.resolve(PositionProvider)
+            positions = _LazyPositions(wrapper)
         if suppressions is None:
             suppressions = Suppressions(current)
         ctx.begin_stage(positions)

@@ -163,3 +163,20 @@ def test_python_api_rewrite_source_and_paths(tmp_path):
     assert run.changed and tree_digest(repo) == before and run.exit_code() == 1
     run2 = migrate.rewrite_paths([repo], write=True)
     assert tree_digest(repo) != before and all(fr.written for fr in run2.changed)
+
+
+def test_readme_python_api_example_runs(tmp_path):
+    """The runnable example in docs/readme/ecosystem.md works as printed."""
+    import re
+    import sys
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "readme",
+                           "ecosystem.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    section = doc.split("### Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    copy_fixture("cuda_amp_only", tmp_path)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "cuda_amp_only", capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert 'GradScaler("cuda")' in r.stdout and "A2A151" in r.stdout
+    assert "would rewrite" in r.stdout and "exit code 1" in r.stdout

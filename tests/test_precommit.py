@@ -71,7 +71,7 @@ def test_pre_commit_hooks_rewrite_then_pass(tmp_path):
 
     check = pre_commit(["run", "apex2amp-check", "--all-files"], project, env)
     out = check.stdout + check.stderr
-    if check.returncode == 3 or any(s in out for s in OFFLINE_SIGNS):
+    if any(s in out for s in OFFLINE_SIGNS):
         pytest.skip(f"pre-commit could not build the hook environment (offline?): {out[-400:]}")
     assert check.returncode == 1, out
     assert "would rewrite train_amp.py" in out
