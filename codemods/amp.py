@@ -25,7 +25,7 @@ DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "ca
                        "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
 REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
 NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
-FORBIDDEN_IN_REGION = ("backward", "step", "zero_grad", "scale_loss")
+FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 
 
 def _expr(code: str) -> cst.BaseExpression:
@@ -510,10 +510,13 @@ class _Analysis:
                         norm_code(other.func.value) == norm_code(loss.value) and \
                         [norm_code(a) for a in other.args] == [norm_code(a) for a in bw.args]:  # type: ignore[union-attr]
                     self.plan.replace_stmt[owner] = [new_line]
+                    self._backwards.append((owner, site.func, {norm_code(e) for e in _flatten(opt.value)}
+                                            if opt is not None else set()))
                     self.report(call, R.SCALE_LOSS, "`amp.scale_loss` + plain backward branches -> "
                                                     f"`{_code(new_line).strip()}`", fixed=True)
                     return owner, loss.value
         self.plan.replace_stmt[w] = new_stmts
+        self._backwards.append((w, site.func, {norm_code(e) for e in _flatten(opt.value)} if opt is not None else set()))
         self.report(call, R.SCALE_LOSS, "`with amp.scale_loss(...)` -> " + (
             f"`{_code(new_line).strip()}`" if new_line is not None else "scaler.scale"), fixed=True)
         return anchor, loss.value
@@ -558,7 +561,7 @@ class _Analysis:
                 continue
             if j != end:
                 needed |= names_read(s)
-            if self._calls_model(s):
+            if self._calls_model(s, func):
                 model_start = j
         start = model_start if model_start is not None else end
         rng = body[start:end + 1]
@@ -593,6 +596,9 @@ class _Analysis:
 
     def enabled_for(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
         if self.cond is None:
+            if not self.has_init and self.use_scaler:
+                # the scaler comes from elsewhere: follow its switch
+                return f"{self.scaler_expr()}.is_enabled()"
             return None
         if func is self.init_func:
             return _code(self.cond)
@@ -610,8 +616,13 @@ class _Analysis:
             out |= {n for n in assigned_names(s) if "." not in n}
         return out
 
-    def _calls_model(self, stmt: cst.CSTNode) -> bool:
+    def _calls_model(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef] = None) -> bool:
+        """Whether `stmt` calls an amp model; without an `initialize` in this module, any callable
+        parameter or `self.<attr>` counts (the model arrives as an argument)."""
         models = self.models
+        callables: Set[str] = set()
+        if not models:
+            callables = _param_names(func) - {"self", "cls"} if func is not None else set()
         hit = False
 
         class V(cst.CSTVisitor):
@@ -621,6 +632,11 @@ class _Analysis:
                 if norm_code(f) in models:
                     hit = True
                 elif isinstance(f, cst.Attribute) and f.attr.value == "forward" and norm_code(f.value) in models:
+                    hit = True
+                elif not models and isinstance(f, cst.Name) and f.value in callables:
+                    hit = True
+                elif not models and isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
+                        f.value.value == "self" and f.attr.value not in ("forward",):
                     hit = True
 
         stmt.visit(V())
@@ -747,7 +763,9 @@ class _Analysis:
         class V(cst.CSTVisitor):
             def visit_Call(self, n: cst.Call) -> None:
                 d = dotted_name(n.func) or ""
-                if d.split(".")[-1] in CLIP_FUNCS and id(outer.func_of(n)) in funcs:
+                reads_master = any(isinstance(a.value, cst.Call) and outer.is_amp(a.value.func, "master_params")
+                                   for a in n.args)
+                if (d.split(".")[-1] in CLIP_FUNCS or reads_master) and id(outer.func_of(n)) in funcs:
                     clips.append(n)
 
         self.module.visit(V())
@@ -757,6 +775,9 @@ class _Analysis:
             if self.in_dropped(clip) or any(contains(c, clip) for c in collapsed):
                 continue
             params = arg_by(clip, 0, "parameters")
+            for a in clip.args:
+                if isinstance(a.value, cst.Call) and self.is_amp(a.value.func, "master_params"):
+                    params = a
             mp_opt: Optional[str] = None
             if params is not None and isinstance(params.value, cst.Call) and self.is_amp(params.value.func, "master_params"):
                 self._mp_done.add(id(params.value))
@@ -779,12 +800,11 @@ class _Analysis:
                     isinstance(owner.orelse, cst.Else) and isinstance(owner.orelse.body, cst.IndentedBlock) and \
                     len(owner.orelse.body.body) == 1:
                 other_stmt = owner.orelse.body.body[0]
-                other = _only_call(other_stmt)
-                if other is not None and norm_code(other.func) == norm_code(clip.func) and \
-                        [norm_code(a) for a in other.args[1:]] == [norm_code(a) for a in clip.args[1:]]:
+                if _differs_only_in(stmt, other_stmt, params.value):  # type: ignore[union-attr]
                     target_stmt, replacement = owner, other_stmt  # type: ignore[assignment]
                     collapsed.append(owner)
-            if step is not None and not self._same_window(target_stmt, step[1]):
+            window = self._window_child(target_stmt, step[1]) if step is not None else None
+            if step is not None and window is None:
                 self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
                                                     f"boundary: move it next to the step after `scaler.unscale_({opt})`")
                 continue
@@ -793,16 +813,53 @@ class _Analysis:
             elif mp_opt is not None:
                 gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
                 self.plan.replace_node[params.value] = gen  # type: ignore[union-attr]
+            key = (id(func), norm_code(_expr(opt)), id(step[1]) if step is not None else 0)
             inserted = False
-            if self.use_scaler and (id(func), opt) not in unscaled:
-                unscaled.add((id(func), opt))
-                self.plan.insert_before(target_stmt, [_stmt(f"{self.scaler_expr()}.unscale_({opt})")])
+            if self.use_scaler and key not in unscaled:
+                unscaled.add(key)
+                unscale = [_stmt(f"{self.scaler_expr()}.unscale_({opt})")]
+                bw = self._backward_before(target_stmt, func, opt)
+                if bw is not None and step is not None and window is not None and \
+                        self._window_child(bw, step[1]) is not None and \
+                        self._index_in(self._window_child(bw, step[1])) <= self._index_in(window):
+                    # apex unscaled when scale_loss exited: do the same, right after the backward
+                    self.plan.insert_after(bw, unscale)
+                else:
+                    self.plan.insert_before(window if window is not None else target_stmt, unscale)
                 self.user_funcs.add(func)
                 inserted = True
             if not inserted and mp_opt is None:
                 continue
-            self.report(clip, R.UNSCALE, f"`scaler.unscale_({opt})` before clipping" + (
+            self.report(clip, R.UNSCALE, f"`scaler.unscale_({opt})` before reading gradients" + (
                 "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
+
+    def _index_in(self, stmt: cst.CSTNode) -> int:
+        return self.block_of(stmt)[1]
+
+    def _window_child(self, node: cst.CSTNode, step_stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The statement of the step's block that holds `node`, when it comes before the step."""
+        block, idx = self.block_of(step_stmt)
+        cur: Optional[cst.CSTNode] = node
+        while cur is not None:
+            if isinstance(cur, cst.BaseStatement):
+                b, i = self.block_of(cur)
+                if b is block:
+                    return cur if i < idx else None
+            cur = self.parent(cur)
+        return None
+
+    def _backward_before(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef], opt: str) -> Optional[cst.CSTNode]:
+        """The migrated backward (scale_loss statement) of `opt` nearest before `stmt` in `func`."""
+        pos = self.ctx._positions
+        line = pos[stmt].start.line if pos is not None and stmt in pos else 0
+        best = None
+        for anchor, f, opts in self._backwards:
+            if f is not func or (opts and norm_code(_expr(opt)) not in opts):
+                continue
+            al = pos[anchor].start.line if pos is not None and anchor in pos else 0
+            if al < line and (best is None or al > best[0]):
+                best = (al, anchor)
+        return best[1] if best else None
 
     def _next_step(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef], opt: Optional[str]):
         pos = self.ctx._positions
@@ -815,18 +872,6 @@ class _Analysis:
             if sl > line and (best is None or sl < best[0]):
                 best = (sl, s)
         return best[1] if best else None
-
-    def _same_window(self, clip_stmt: cst.CSTNode, step_stmt: cst.CSTNode) -> bool:
-        block, idx = self.block_of(step_stmt)
-        cur: Optional[cst.CSTNode] = clip_stmt
-        while cur is not None:
-            b, i = self.block_of(cur)
-            if b is block:
-                return i < idx
-            cur = self.parent(cur)
-            while cur is not None and not isinstance(cur, cst.BaseStatement):
-                cur = self.parent(cur)
-        return False
 
     # -- other members --------------------------------------------------------------------------
     def plan_others(self) -> None:
@@ -1016,6 +1061,7 @@ class _Analysis:
         self._steps: List = []
         self._threaded_calls: Set[int] = set()
         self._mp_done: Set[int] = set()
+        self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1220,3 +1266,15 @@ def _add_scaler_kwarg(name: str):
         return call.with_changes(args=_append_item(list(call.args), kw))
 
     return apply
+
+
+def _differs_only_in(stmt: cst.CSTNode, other: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `other` is `stmt` with `node` replaced by some other expression (e.g. master params vs
+    `model.parameters()`), compared without whitespace."""
+    a, b, n = norm_code(stmt), norm_code(other), norm_code(node)
+    i = a.find(n)
+    if i < 0:
+        return False
+    prefix, suffix = a[:i], a[i + len(n):]
+    return b.startswith(prefix) and b.endswith(suffix) and len(b) > len(prefix) + len(suffix) - 1 \
+        and "amp." not in b

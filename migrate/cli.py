@@ -191,7 +191,7 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
     click.echo(msg)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("original", type=click.Path(exists=True))
 @click.argument("migrated", required=False, type=click.Path(exists=True))
 @click.option("--entry", required=True, help="Entry script, relative to ORIGINAL (and MIGRATED).")

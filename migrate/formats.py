@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
 from codemods.base import FIX, INFO, RULES, SEVERITIES, WARNING, Finding, Rule

@@ -30,7 +30,17 @@ from codemods.base import Codemod, RepoFacts
 
 
 def _branch_literal(items) -> Optional[bytes]:
-    """The longest run of plain literal bytes one regex branch must contain, or None."""
+    """The longest run of plain literal bytes one regex branch must contain, or None.
+
+    A branch that is one case-insensitive group `(?i:...)` gives its literal lower-cased and
+    prefixed with NUL (a byte no source contains), meaning "search the lower-cased data".
+    """
+    if len(items) == 1 and items[0][0] is _sre_const.SUBPATTERN:
+        _group, add_flags, del_flags, sub = items[0][1]
+        inner = _branch_literal(list(sub))
+        if inner is None or inner.startswith(b"\0"):
+            return None
+        return (b"\0" + inner.lower()) if add_flags & re.IGNORECASE else inner
     best: List[int] = []
     run: List[int] = []
     for op, av in items:
@@ -122,14 +132,22 @@ class FastSearch:
                         for p in parts]
         except re.error:
             return
-        if all(bl is not None and len(bl) == 1 for bl, _ in branches):
-            self.branches = [(bl[0], rx) for bl, rx in branches]  # type: ignore[index]
+        # a branch without a derivable literal (e.g. `(?i:...)`) is searched on its own, unguarded
+        self.branches = [(bl[0] if bl is not None and len(bl) == 1 else b"", rx) for bl, rx in branches]
 
     def __call__(self, data: bytes) -> bool:
         if self.branches is None:
             return self.pattern.search(data) is not None
+        lowered: Optional[bytes] = None
         for lit, rx in self.branches:
-            if lit in data and rx.search(data) is not None:
+            if lit[:1] == b"\0":
+                if lowered is None:
+                    lowered = data.lower()
+                if lit[1:] not in lowered:
+                    continue
+            elif lit not in data:
+                continue
+            if rx.search(data) is not None:
                 return True
         return False
 

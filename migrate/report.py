@@ -39,7 +39,7 @@ def _where(fr: FileResult, f: Finding, mode: str) -> str:
 def _finding_item(fr: FileResult, f: Finding, mode: str, checkbox: bool) -> str:
     r = RULES.get(f.code)
     box = "- [ ] " if checkbox else "- "
-    tail = f" _(ignored)_" if f.ignored else ""
+    tail = " _(ignored)_" if f.ignored else ""
     hint = f" ({_md_inline(r.summary)}; `apex2amp explain {f.code}`)" if (checkbox and r) else ""
     return f"{box}{_where(fr, f, mode)}: `{f.code}` {_md_inline(f.message)}{hint}{tail}"
 

@@ -9,7 +9,7 @@ import pytest
 
 from migrate.config import ConfigError, MiniToml, load_config
 
-from test_cli_helpers import cli, copy_fixture
+from test_cli_helpers import cli
 
 LEGACY = "from torch.cuda.amp import GradScaler\nscaler = GradScaler()\n"
 

@@ -89,6 +89,7 @@ def test_coarse_equals_registry_regex():
 def test_literal_derivation_covers_every_branch():
     fs = prefilter.FastSearch(PREFILTER)
     assert fs.branches is not None, "the registry regex could not be split: coarse() falls back to it (slower)"
+    assert sum(1 for lit, _ in fs.branches if not lit) <= 2, "most branches should have a literal guard"
     assert len(fs.branches) == len(prefilter.split_alternatives(PREFILTER.pattern))
 
 

@@ -56,7 +56,8 @@ def test_broken_migration_fails_at_the_right_step(accum_original, bug, first_ste
 
 def test_broken_migration_crash_message_is_kept(accum_original):
     side = run_side(fx("single_accum", "broken", "no_update"), "train.py", ["--fp16"], steps=STEPS)
-    assert "step() has already been called since the last update()" in (side.error() or side.output)
+    message = side.error() or side.output
+    assert "RuntimeError" in message and "step()" in message  # GradScaler refuses the second step/unscale_
     assert len(side.records[0]) == 1
 
 
@@ -165,7 +166,6 @@ def test_apex_emulation_semantics(tmp_path):
     assert "SHIM-OK" in side.output, side.output
 
 
-@pytest.mark.xfail(strict=False, reason="depends on the rewriter's coverage of this fixture")
 def test_self_migrating_path():
     verdict = verify(fx("single_accum", "legacy"), None, entry="train.py", steps=STEPS, device="cpu",
                      args=["--fp16"], echo=lambda *a, **k: None)

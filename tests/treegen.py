@@ -175,8 +175,8 @@ def summarize_{n}(rows):
     '''import torch
 
 
-def cast_weights_{n}(state, dtype=torch.float16):
-    """Examples often store float16 weights; cast them for inference."""
+def cast_weights_{n}(state, dtype=torch.float32):
+    """Examples often store reduced-precision weights; cast them for inference."""
     return {{k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}}
 
 

@@ -1,0 +1,102 @@
+"""Benchmark apex2amp on a tree against floors measured in the same run.
+
+    python benchmarks/bench.py TREE [--runs 3] [--jobs N]
+
+Prints, for whole processes (median of --runs): `check` and `rewrite --diff` with 1 and N jobs,
+the floor "read every file from Python with libcst imported", the floor "bare libcst parse + codegen
+of every file", files/s and MB/s of each, the ratios to the floors and the 1-vs-N-jobs speed-up.
+Nothing in TREE is written (`rewrite --diff` writes nothing).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+READ_FLOOR = """
+import sys, libcst, libcst.metadata
+for p in open(sys.argv[1]).read().splitlines():
+    with open(p, 'rb') as fh:
+        fh.read()
+"""
+
+PARSE_FLOOR = """
+import sys, libcst
+for p in open(sys.argv[1]).read().splitlines():
+    with open(p, 'rb') as fh:
+        data = fh.read()
+    try:
+        libcst.parse_module(data).code
+    except Exception:
+        pass
+"""
+
+
+def python_files(tree: str) -> List[str]:
+    """The Python files apex2amp itself would look at under `tree`."""
+    from migrate import discovery
+    return [d.path for d in discovery.discover([tree]) if d.kind == discovery.PYTHON]
+
+
+def timed(cmd: List[str], runs: int) -> float:
+    """Median wall time of `cmd` as a whole process."""
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Benchmark apex2amp check / rewrite --diff against floors.")
+    ap.add_argument("tree")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--skip-parse-floor", action="store_true", help="skip the (slow) libcst parse floor")
+    a = ap.parse_args()
+    files = python_files(a.tree)
+    size = sum(os.path.getsize(p) for p in files)
+    mb = size / 1e6
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write("\n".join(files))
+        listing = fh.name
+    py = sys.executable
+    rows = []
+    try:
+        read = timed([py, "-c", READ_FLOOR, listing], a.runs)
+        rows.append(("floor: read all (libcst imported)", read))
+        parse = None
+        if not a.skip_parse_floor:
+            parse = timed([py, "-c", PARSE_FLOOR, listing], max(1, min(a.runs, 2)))
+            rows.append(("floor: libcst parse + codegen", parse))
+        results = {}
+        for mode, extra in (("check", ["check", "-q"]), ("rewrite --diff", ["rewrite", "--diff", "--no-color"])):
+            for jobs in sorted({1, a.jobs}):
+                t = timed([py, "-m", "migrate", *extra, "-j", str(jobs), a.tree], a.runs)
+                results[(mode, jobs)] = t
+                rows.append((f"{mode} -j {jobs}", t))
+    finally:
+        os.unlink(listing)
+    print(f"tree: {a.tree}: {len(files)} Python files, {mb:.2f} MB; median of {a.runs} run(s); "
+          f"{os.cpu_count()} core(s)")
+    print(f"{'what':40} {'seconds':>8} {'files/s':>9} {'MB/s':>7} {'x read':>7} {'x parse':>8}")
+    for name, t in rows:
+        xp = f"{t / parse:8.2f}" if parse else f"{'-':>8}"
+        print(f"{name:40} {t:8.2f} {len(files) / t:9.0f} {mb / t:7.2f} {t / read:7.2f} {xp}")
+    if a.jobs > 1:
+        for mode in ("check", "rewrite --diff"):
+            print(f"speed-up {mode} 1 -> {a.jobs} jobs: {results[(mode, 1)] / results[(mode, a.jobs)]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Pass 1 facts: a helper in one module that needs the scaler gets a parameter, and call sites in
+other modules of the same run pass `scaler=scaler` (direct import, module import, package import)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def _write(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(textwrap.dedent(text).lstrip())
+
+
+def _rewrite(root):
+    return subprocess.run([sys.executable, "-m", "migrate", "rewrite", str(root)], capture_output=True, text=True)
+
+
+ENGINE = '''
+    import torch
+    from apex import amp
+
+
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+            optimizer.step()
+'''
+
+
+def test_function_imported_by_name(tmp_path):
+    _write(tmp_path, "engine.py", ENGINE)
+    _write(tmp_path, "main.py", '''
+        import torch
+        from apex import amp
+        from engine import train_one_epoch
+
+
+        def main(args, model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1", enabled=args.amp)
+            train_one_epoch(model, loader, optimizer)
+    ''')
+    res = _rewrite(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    engine = (tmp_path / "engine.py").read_text()
+    main = (tmp_path / "main.py").read_text()
+    assert "def train_one_epoch(model, loader, optimizer, scaler):" in engine
+    assert "enabled=scaler.is_enabled()" in engine
+    assert "scaler.step(optimizer)" in engine and "scaler.update()" in engine
+    assert "train_one_epoch(model, loader, optimizer, scaler=scaler)" in main
+    assert 'scaler = torch.amp.GradScaler("cuda", enabled=args.amp)' in main
+    assert "apex" not in engine + main
+
+
+def test_package_module_import(tmp_path):
+    _write(tmp_path, "pkg/__init__.py", "")
+    _write(tmp_path, "pkg/engine.py", ENGINE)
+    _write(tmp_path, "train.py", '''
+        from apex import amp
+        import pkg.engine as engine
+
+
+        def run(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer)
+            engine.train_one_epoch(model, loader, optimizer)
+    ''')
+    res = _rewrite(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "engine.train_one_epoch(model, loader, optimizer, scaler=scaler)" in (tmp_path / "train.py").read_text()
+
+
+def test_second_rewrite_changes_nothing(tmp_path):
+    _write(tmp_path, "engine.py", ENGINE)
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from engine import train_one_epoch
+        model, optimizer = amp.initialize(model, optimizer)
+        train_one_epoch(model, loader, optimizer)
+    ''')
+    assert _rewrite(tmp_path).returncode == 1
+    snapshot = {p: (tmp_path / p).read_text() for p in ("engine.py", "main.py")}
+    again = _rewrite(tmp_path)
+    assert again.returncode in (0, 1)
+    assert {p: (tmp_path / p).read_text() for p in snapshot} == snapshot
