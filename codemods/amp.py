@@ -1124,8 +1124,7 @@ class _Analysis:
     def _abort_all(self) -> None:
         self.plan = EditPlan()
         for s in self.sites:
-            if s.kind not in ("initialize", "scale_loss"):
-                self.report(s.call, R.LEFTOVER, f"apex `amp.{s.kind}` left unmigrated (see the other findings)")
+            self.report(s.call, R.LEFTOVER, f"apex `amp.{s.kind}` left unmigrated (see the other findings)")
 
 
 class ApexAmpToTorchAmp(Codemod):

@@ -122,6 +122,14 @@ class RemoveApexImports(Codemod):
                 for stmt in table.statements.get(name, [])[:1]:
                     ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} use(s)); "
                                                       "its import stays until those are migrated")
+                seen_lines: Set[int] = set()
+                for use in uses[name]:
+                    line = ctx.line_of(use)
+                    if line in seen_lines:
+                        continue
+                    seen_lines.add(line)
+                    ctx.report(use, R.LEFTOVER.code, f"apex `{name}` still used here: migrate this use by hand "
+                                                     "(see `apex2amp explain` of the other findings on this line)")
             self._star_findings(star, uses, ctx, plan)
             return apply_plan(module, plan) if plan else module
         # every apex name is unused: remove imports, fallbacks, guards; fold flags elsewhere
