@@ -377,7 +377,8 @@ class _Analysis:
             self.use_scaler = False
             self.dtype = "torch.bfloat16"
         # scaler arguments
-        scaler_args: List[str] = [f'"{self.device}"']
+        legacy_scaler = self.ctx.options.grad_scaler_callee.startswith("torch.cuda.")
+        scaler_args: List[str] = [] if legacy_scaler else [f'"{self.device}"']
         ls = arg_by(call, 99, "loss_scale")
         if ls is not None:
             num = literal_number(ls.value)
