@@ -25,6 +25,7 @@ DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "ca
                        "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
 REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
 NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
+CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 
 
@@ -566,6 +567,8 @@ class _Analysis:
                 model_start = j
         start = model_start if model_start is not None else end
         rng = body[start:end + 1]
+        if not self.ctx.enabled(R.AUTOCAST.code) or any(self.ctx.suppressed(s, R.AUTOCAST.code) for s in rng):
+            return
         if any(self._forbidden(s) for s in rng):
             self.report(anchor, R.NO_REGION, "the loss statement itself holds backward/step code: wrap the forward "
                                              "pass and loss in `torch.autocast(...)` by hand")
@@ -775,6 +778,8 @@ class _Analysis:
         for clip in clips:
             if self.in_dropped(clip) or any(contains(c, clip) for c in collapsed):
                 continue
+            if not self.ctx.enabled(R.UNSCALE.code) or self.ctx.suppressed(clip, R.UNSCALE.code):
+                continue
             params = arg_by(clip, 0, "parameters")
             for a in clip.args:
                 if isinstance(a.value, cst.Call) and self.is_amp(a.value.func, "master_params"):
@@ -876,10 +881,15 @@ class _Analysis:
 
     # -- other members --------------------------------------------------------------------------
     def plan_others(self) -> None:
+        codes = {"master_params": R.UNSCALE.code, "state_dict": R.STATE_DICT.code, "load_state_dict": R.STATE_DICT.code,
+                 "disable_casts": R.DISABLE_CASTS.code}
         for site in self.sites:
             if self.in_dropped(site.call):
                 continue
             k, call = site.kind, site.call
+            code = codes.get(k, R.GET_SCALE.code if k.startswith("_amp_state") else "")
+            if code and (not self.ctx.enabled(code) or self.ctx.suppressed(call, code)):
+                continue
             sc = self.scaler_expr()
             if k == "master_params":
                 if id(call) in self._mp_done:
@@ -1071,6 +1081,12 @@ class _Analysis:
                 self.plan_threading_only()
             return
         self._pick_scaler_name()
+        held = self._held_back()
+        if held:
+            self.report(held, R.LEFTOVER, "the amp migration of this module is held back: a core site is "
+                                          "suppressed (`# apex2amp: ignore`) or its rule is not selected")
+            self._abort_all()
+            return
         self.drop_apex_branches()
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
@@ -1104,6 +1120,17 @@ class _Analysis:
         cross = self._cross_module_calls()
         for call in cross:
             self.report(call, R.THREADED, "this call now needs `scaler=...`: pass the GradScaler of this run")
+
+    def _held_back(self) -> Optional[cst.CSTNode]:
+        """A reason to leave the whole module alone: the coordinated rewrite cannot be done in part."""
+        ctx = self.ctx
+        if not all(ctx.enabled(c) for c in CORE_CODES):
+            return self.sites[0].call
+        for s in self.sites:
+            code = {"initialize": R.INITIALIZE.code, "scale_loss": R.SCALE_LOSS.code}.get(s.kind)
+            if code and (ctx.suppressed(s.stmt, code) or ctx.suppressed(s.call, code)):
+                return s.call
+        return None
 
     def _pick_scaler_name(self) -> None:
         used = set(self.table.bindings)

@@ -145,7 +145,7 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
 
         def problem(node: cst.CSTNode, dev: str, member: str, is_decorator: bool) -> Optional[str]:
             code = _KINDS[member]
-            if not self._allowed(member, ctx) or ctx.suppressed(node, code):
+            if not self._allowed(member, ctx) or not ctx.enabled(code) or ctx.suppressed(node, code):
                 return ""
             call = calls.get(id(node))
             head = dotted_name(node) or ""

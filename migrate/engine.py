@@ -181,7 +181,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
             _guard(e)
             ctx.end_stage()
             return text, findings, f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}"
-        stage = ctx.end_stage()
+        stage = [f for f in ctx.end_stage() if ctx.select(f.code)]
         for f in stage:
             if suppressions.covers(f.line, f.code) and not f.fixed:
                 f.ignored = True

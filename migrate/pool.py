@@ -12,7 +12,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,7 +100,3 @@ class FilePool:
                 pass
             self._executor = None
 
-
-def chunk(items: Sequence[T], size: int) -> List[Sequence[T]]:
-    """`items` cut into consecutive slices of at most `size`."""
-    return [items[i:i + size] for i in range(0, len(items), max(1, size))]
