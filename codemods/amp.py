@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
 
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts
-from .edits import EditPlan, apply_plan, contains
+from .edits import EditPlan, apply_plan
+from .index import ModuleIndex, parent_mapping
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .importing import ensure_imports
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
@@ -76,8 +76,9 @@ class _Analysis:
     def __init__(self, wrapper: cst.MetadataWrapper, ctx: FileContext):
         self.module = wrapper.module
         self.ctx = ctx
-        self.parents = wrapper.resolve(ParentNodeProvider)
-        self.table = ImportTable(self.module, ctx.module_name)
+        self.index = ModuleIndex.of(self.module)
+        self.parents = parent_mapping(self.module)
+        self.table = ImportTable.of(self.module, ctx.module_name)
         self.plan = EditPlan()
         self.use_scaler = ctx.options.use_scaler
         self.dtype = "torch.float16" if self.use_scaler else "torch.bfloat16"
@@ -147,33 +148,26 @@ class _Analysis:
                 return q[len(AMP) + 1:]
         return None
 
+    def _replay(self, visitor: cst.CSTVisitor) -> None:
+        """Feed the shared index's nodes to a visitor's visit_Call/visit_Decorator/visit_FunctionDef
+        methods, in tree order, instead of walking the module again."""
+        for kind, nodes in (("visit_Call", self.index.calls), ("visit_Decorator", self.index.decorators),
+                            ("visit_FunctionDef", self.index.functions)):
+            fn = getattr(visitor, kind, None)
+            if fn is not None:
+                for n in nodes:
+                    fn(n)
+
     def report(self, node: cst.CSTNode, rule_: object, msg: str, fixed: bool = False) -> None:
         self.ctx.report(node, rule_.code, msg, fixed=fixed)  # type: ignore[attr-defined]
 
     # -- discovery ------------------------------------------------------------------------------
     def collect(self) -> None:
-        calls: List[cst.Call] = []
-        amp_refs: List[cst.BaseExpression] = []
         table = self.table
         amp_locals = set(table.names_under(AMP)) | set(table.locals_for("apex"))
         if not amp_locals:
             return
-
-        class V(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                calls.append(node)
-
-            def visit_Attribute(self, node: cst.Attribute) -> Optional[bool]:
-                d = dotted_name(node)
-                if d and d.split(".")[0] in amp_locals:
-                    amp_refs.append(node)
-                    return False
-                return None
-
-            def visit_Decorator(self, node: cst.Decorator) -> None:
-                amp_refs.append(node.decorator)
-
-        self.module.visit(V())
+        calls = self.index.calls
         for call in calls:
             member = self.amp_member(call.func)
             if member is None and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Subscript):
@@ -226,7 +220,7 @@ class _Analysis:
                                                   "instead of apex)", fixed=True)
 
     def _branch_has_apex(self, body: cst.CSTNode) -> bool:
-        return any(contains(body, s.call) for s in self.sites)
+        return any(self.index.contains(body, s.call) for s in self.sites)
 
     def _if_chain(self, node: cst.CSTNode) -> Tuple[Optional[cst.If], List[Tuple[Optional[cst.BaseExpression], cst.CSTNode]]]:
         """The outermost if/elif chain whose branch body holds `node`, with its (test, body) branches."""
@@ -270,7 +264,7 @@ class _Analysis:
         return [top.with_changes(test=conds[0][0], body=conds[0][1], orelse=orelse)]
 
     def in_dropped(self, node: cst.CSTNode) -> bool:
-        return any(contains(d, node) for d in self.dropped)
+        return any(self.index.contains(d, node) for d in self.dropped)
 
     # -- conditions -----------------------------------------------------------------------------
     def gate_of(self, stmt: cst.CSTNode) -> Tuple[List[cst.BaseExpression], cst.CSTNode]:
@@ -285,7 +279,7 @@ class _Analysis:
                 if _is_main_guard(cur.test):
                     break
                 # body vs orelse
-                if contains(cur.body, stmt):
+                if self.index.contains(cur.body, stmt):
                     conds.insert(0, cur.test)
                     top = cur
                     p = self.parent(top)
@@ -576,7 +570,7 @@ class _Analysis:
         if any(self._inside_autocast(s) for s in (rng[0],)):
             return
         for s in rng:
-            if any(contains(d, s) for d in self.dropped):
+            if any(self.index.contains(d, s) for d in self.dropped):
                 return
         if model_start is None:
             self.report(anchor, R.NO_REGION, "no call of the amp model found before the loss: only the loss statement "
@@ -718,7 +712,7 @@ class _Analysis:
                 if isinstance(f, cst.Attribute) and f.attr.value == "step" and norm_code(f.value) in optimizers:
                     steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
 
-        self.module.visit(V())
+        self._replay(V())
         steps = [s for s in steps if not self.in_dropped(s[0])]
         self._steps = steps
         if not steps:
@@ -772,11 +766,11 @@ class _Analysis:
                 if (d.split(".")[-1] in CLIP_FUNCS or reads_master) and id(outer.func_of(n)) in funcs:
                     clips.append(n)
 
-        self.module.visit(V())
+        self._replay(V())
         unscaled: Set[Tuple[int, str]] = set()
         collapsed: List[cst.CSTNode] = []
         for clip in clips:
-            if self.in_dropped(clip) or any(contains(c, clip) for c in collapsed):
+            if self.in_dropped(clip) or any(self.index.contains(c, clip) for c in collapsed):
                 continue
             if not self.ctx.enabled(R.UNSCALE.code) or self.ctx.suppressed(clip, R.UNSCALE.code):
                 continue
@@ -963,7 +957,7 @@ class _Analysis:
                                                     f"function registry; use `torch.amp.custom_fwd` or a disabled "
                                                     f"autocast region")
 
-        self.module.visit(V())
+        self._replay(V())
 
     # -- scaler threading ---------------------------------------------------------------------------
     def plan_threading(self) -> None:
@@ -1029,7 +1023,7 @@ class _Analysis:
             def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
                 out.setdefault(n.name.value, []).append(n)
 
-        self.module.visit(V())
+        self._replay(V())
         return out
 
     def _call_sites(self, f: cst.FunctionDef, funcs: Dict[str, List[cst.FunctionDef]]) -> List[cst.Call]:
@@ -1046,7 +1040,7 @@ class _Analysis:
                         isinstance(fn.value, cst.Name) and fn.value.value == "self":
                     sites.append(n)
 
-        self.module.visit(V())
+        self._replay(V())
         return sites
 
     def _cross_module_calls(self) -> List[cst.Call]:
@@ -1063,7 +1057,7 @@ class _Analysis:
                     if not any(a.keyword is not None and a.keyword.value == "scaler" for a in n.args):
                         out.append(n)
 
-        self.module.visit(V())
+        self._replay(V())
         return out
 
     # -- driver ---------------------------------------------------------------------------------
@@ -1133,16 +1127,7 @@ class _Analysis:
         return None
 
     def _pick_scaler_name(self) -> None:
-        used = set(self.table.bindings)
-
-        class V(cst.CSTVisitor):
-            def visit_Name(self, n: cst.Name) -> None:
-                used.add(n.value)
-
-            def visit_Attribute(self, n: cst.Attribute) -> None:
-                used.add(n.attr.value)
-
-        self.module.visit(V())
+        used = set(self.table.bindings) | self.index.name_values | self.index.attr_values
         for cand in ("scaler", "grad_scaler", "amp_scaler"):
             if cand not in used:
                 self.scaler_ref = cand

@@ -15,6 +15,7 @@ import libcst as cst
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
+from .index import ModuleIndex
 from .names import ImportTable, dotted_name, has_star_args
 
 rule("A2A150", "cuda-autocast-to-torch-autocast", "`torch.cuda.amp.autocast(...)` -> `torch.autocast(\"cuda\", ...)`",
@@ -92,7 +93,12 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        table = ImportTable(module, ctx.module_name)
+        table = ImportTable.of(module, ctx.module_name)
+        index = ModuleIndex.of(module)
+        deprecated_locals = [n for n in table.bindings if any(_device_of(q + ".autocast") or q in (
+            "torch.cuda.amp", "torch.cpu.amp") or _device_of(q) for q in table.bindings[n])]
+        if "amp" not in index.attr_values and not deprecated_locals:
+            return module  # no `torch.cuda.amp.X` chain and no deprecated name imported
         plan = EditPlan()
         called: Set[int] = set()
         blocked_locals: Set[str] = set()

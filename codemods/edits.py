@@ -75,11 +75,16 @@ def _pass_stmt() -> cst.SimpleStatementLine:
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, plan: EditPlan):
+    def __init__(self, plan: EditPlan, needed: Optional[set] = None):
         super().__init__()
         self.plan = plan
+        self.needed = needed
         self.produced: Dict[int, int] = {}  # id(original stmt) -> how many statements it became
         self.emptied: set = set()  # ids of updated blocks that our removals emptied
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # subtrees without any planned edit are kept as they are, unvisited
+        return self.needed is None or id(node) in self.needed
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
                  ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
@@ -232,4 +237,15 @@ def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
     """Apply `plan` to `module` (the very tree whose nodes the plan names)."""
     if not plan:
         return module
-    return module.visit(_Apply(plan))
+    from .index import ModuleIndex
+
+    index = ModuleIndex.of(module)
+    needed = {id(module)}
+    targets = plan.touched() + [n for w in plan.wraps for n in (w[0], w[1])]
+    for node in targets:
+        needed.add(id(node))
+        for a in index.ancestors(node):
+            if id(a) in needed:
+                break
+            needed.add(id(a))
+    return module.visit(_Apply(plan, needed))

@@ -59,7 +59,7 @@ class RemoveApexImports(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        table = ImportTable(module, ctx.module_name)
+        table = ImportTable.of(module, ctx.module_name)
         locals_ = apex_locals(table)
         star = {m: nodes for m, nodes in table.star_modules.items() if m == "apex" or m.startswith("apex.")}
         if not locals_ and not star:
@@ -70,6 +70,7 @@ class RemoveApexImports(Codemod):
         uses: Dict[str, List[cst.Name]] = {}
         guard_stmts: List[cst.CSTNode] = []
         fallback_assigns: List[cst.CSTNode] = []
+        guard_comparisons: List[cst.CSTNode] = []
 
         class Uses(cst.CSTVisitor):
             def visit_Import(self, n: cst.Import) -> bool:
@@ -105,6 +106,7 @@ class RemoveApexImports(Codemod):
                         isinstance(n.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
                         isinstance(n.comparisons[0].comparator, cst.Name) and \
                         n.comparisons[0].comparator.value == "None":
+                    guard_comparisons.append(n)
                     return False
                 return None
 
@@ -151,8 +153,9 @@ class RemoveApexImports(Codemod):
         new_module = apply_plan(module, plan) if plan else module
         if plan and new_module.code.startswith(("\n", "\r\n")) and not module.code.startswith(("\n", "\r\n")):
             new_module = _strip_leading_blank_lines(new_module)
-        folder = FoldApexGuards(flags, locals_)
-        return _unwrap_install_guards(new_module.visit(_FoldStatements(folder)), ctx, report=False)
+        if guard_comparisons or any(uses.get(f) for f in flags):
+            new_module = new_module.visit(_FoldStatements(FoldApexGuards(flags, locals_)))
+        return _unwrap_install_guards(new_module, ctx, report=False)
 
     def _star_findings(self, star, uses, ctx: FileContext, plan: EditPlan) -> None:
         for mod, nodes in star.items():
@@ -240,6 +243,10 @@ def _unwrap_install_guards(module: cst.Module, ctx: FileContext, report: bool = 
 
     Left behind when an apex import inside the guard was replaced by its torch equivalent.
     """
+    from .index import ModuleIndex
+
+    if not any("apex" in s.value.lower() for s in ModuleIndex.of(module).strings):
+        return module
     plan = EditPlan()
 
     class V(cst.CSTVisitor):

@@ -34,12 +34,31 @@ class ImportTable:
     """Local names bound by imports anywhere in a module, with the statements that bind them."""
 
     def __init__(self, module: cst.Module, module_name: str = "", is_package: bool = False):
+        from .index import ModuleIndex
+
         self.bindings: Dict[str, Set[str]] = {}
         self.statements: Dict[str, List[cst.CSTNode]] = {}  # local name -> import statements binding it
         self.star_modules: Dict[str, List[cst.ImportFrom]] = {}
         self.module_name = module_name
         self.is_package = is_package
-        module.visit(_Collector(self))
+        collector = _Collector(self)
+        for node in ModuleIndex.of(module).imports:
+            if isinstance(node, cst.Import):
+                collector.visit_Import(node)
+            else:
+                collector.visit_ImportFrom(node)  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, module: cst.Module, module_name: str = "", is_package: bool = False) -> "ImportTable":
+        """The (cached) import table of `module`."""
+        from .index import ModuleIndex
+
+        tables = ModuleIndex.of(module).tables
+        key = f"{module_name}|{is_package}"
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = cls(module, module_name, is_package)
+        return table  # type: ignore[return-value]
 
     def _bind(self, local: str, qualified: str, stmt: cst.CSTNode) -> None:
         self.bindings.setdefault(local, set()).add(qualified)
