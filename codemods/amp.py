@@ -964,6 +964,10 @@ class _Analysis:
         if not self.use_scaler:
             return
         if self.scaler_global or self.scaler_is_attr:
+            # the scaler is reachable everywhere in this module: only calls into other modules need it
+            for call in self._cross_module_calls():
+                self.plan.transforms[call] = _add_scaler_kwarg(self._cross_params[id(call)], self.scaler_expr())
+                self.report(call, R.THREADED, "the scaler is passed to a function that now takes it", fixed=True)
             return
         have: Set[Optional[cst.FunctionDef]] = {self.init_func} if self.has_init else set()
         funcs = self._functions()
@@ -992,13 +996,13 @@ class _Analysis:
                 if id(call) in self._threaded_calls:
                     continue
                 self._threaded_calls.add(id(call))
-                self.plan.transforms[call] = _add_scaler_kwarg(self.scaler_ref)
+                self.plan.transforms[call] = _add_scaler_kwarg(self.scaler_ref, self.scaler_ref)
                 if caller not in have and caller is not None and id(caller) not in seen:
                     work.append(caller)
         for call in cross:
             if id(call) not in self._threaded_calls:
                 self._threaded_calls.add(id(call))
-                self.plan.transforms[call] = _add_scaler_kwarg(self.scaler_ref)
+                self.plan.transforms[call] = _add_scaler_kwarg(self._cross_params[id(call)], self.scaler_ref)
                 self.report(call, R.THREADED, "`scaler=scaler` passed to a function that now takes the scaler",
                             fixed=True)
         for f in needing:
@@ -1047,14 +1051,19 @@ class _Analysis:
         facts: RepoFacts = self.ctx.facts
         if not facts.scaler_functions:
             return []
-        targets = {f"{m}.{fn}" for m, fns in facts.scaler_functions.items() if m != self.ctx.module_name for fn in fns}
+        targets = {f"{m}.{fn}": facts.scaler_params.get(m, "scaler")
+                   for m, fns in facts.scaler_functions.items() if m != self.ctx.module_name for fn in fns}
         out: List[cst.Call] = []
         table = self.table
+        params = self._cross_params
 
         class V(cst.CSTVisitor):
             def visit_Call(self, n: cst.Call) -> None:
-                if table.qualified_names(n.func) & targets:
-                    if not any(a.keyword is not None and a.keyword.value == "scaler" for a in n.args):
+                hit = table.qualified_names(n.func) & set(targets)
+                if hit:
+                    param = targets[sorted(hit)[0]]
+                    if not any(a.keyword is not None and a.keyword.value == param for a in n.args):
+                        params[id(n)] = param
                         out.append(n)
 
         self._replay(V())
@@ -1067,6 +1076,7 @@ class _Analysis:
         self._threaded_calls: Set[int] = set()
         self._mp_done: Set[int] = set()
         self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
+        self._cross_params: Dict[int, str] = {}
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1153,6 +1163,7 @@ class ApexAmpToTorchAmp(Codemod):
         a.run()
         if a.exported_funcs and ctx.module_name:
             ctx.exported.scaler_functions.setdefault(ctx.module_name, []).extend(a.exported_funcs)
+            ctx.exported.scaler_params[ctx.module_name] = a.scaler_ref
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         a = _Analysis(wrapper, ctx)
@@ -1267,13 +1278,13 @@ def _add_scaler_param(name: str):
     return apply
 
 
-def _add_scaler_kwarg(name: str):
+def _add_scaler_kwarg(name: str, value: str):
     def apply(node: cst.CSTNode) -> cst.CSTNode:
         call = node
         assert isinstance(call, cst.Call)
         if any(a.keyword is not None and a.keyword.value == name for a in call.args):
             return call
-        kw = cst.Arg(cst.Name(name), keyword=cst.Name(name),
+        kw = cst.Arg(cst.Name(value), keyword=cst.Name(name),
                      equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
         return call.with_changes(args=_append_item(list(call.args), kw))
 

@@ -94,6 +94,7 @@ class RepoFacts:
     """
 
     scaler_functions: Dict[str, List[str]] = field(default_factory=dict)
+    scaler_params: Dict[str, str] = field(default_factory=dict)  # module -> name of the added parameter
     spawn_entries: Dict[str, Any] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
 
@@ -101,6 +102,7 @@ class RepoFacts:
         for mod, funcs in other.scaler_functions.items():
             known = self.scaler_functions.setdefault(mod, [])
             known.extend(f for f in funcs if f not in known)
+        self.scaler_params.update(other.scaler_params)
         self.spawn_entries.update(other.spawn_entries)
         for key, value in other.extra.items():
             self.extra.setdefault(key, value)

@@ -16,12 +16,13 @@ import re
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, PositionProvider
+from libcst.metadata import PositionProvider
 
 from .apex_parallel import edit_args, enclosing, kwarg
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
+from .index import ModuleIndex, parent_mapping
 from .names import (ImportTable, arg_by, code_of, dotted_name, iter_calls, literal_number, literal_string,
                     norm_code, parse_expr, parse_stmt)
 
@@ -166,8 +167,11 @@ class SpawnToTorchrun(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        self.table = ImportTable(module, ctx.module_name)
-        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.table = ImportTable.of(module, ctx.module_name)
+        self.index = ModuleIndex.of(module)
+        self.parents = parent_mapping(module)
+        self._under: Optional[Dict[int, List[cst.Call]]] = None
+        self._owned: Optional[Dict[int, List[cst.Assign]]] = None
         self.positions = wrapper.resolve(PositionProvider)
         self.module = module
         self.ctx = ctx
@@ -177,7 +181,7 @@ class SpawnToTorchrun(Codemod):
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
         self.argparse = _argparse_options(module)
         self._local_rank_arguments()
-        for call in iter_calls(module):
+        for call in self.index.calls:
             if self.table.refers_to(call.func, *SPAWN):
                 self._spawn(call)
             elif self.table.refers_to(call.func, *START_PROCESSES):
@@ -192,7 +196,7 @@ class SpawnToTorchrun(Codemod):
 
     # -- --local_rank ---------------------------------------------------------------------------------
     def _local_rank_arguments(self) -> None:
-        for call in iter_calls(self.module):
+        for call in self.index.calls:
             if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
                 continue
             flags = [literal_string(a.value) for a in call.args if a.keyword is None]
@@ -272,7 +276,7 @@ class SpawnToTorchrun(Codemod):
                        "init_process_group use env://, and launch with torchrun")
             return
         reach = self._reachable(fdef)
-        inits = [c for f in reach for c in iter_calls(f) if self.table.refers_to(c.func, *INIT_PG)]
+        inits = [c for f in reach for c in self._calls_in(f) if self.table.refers_to(c.func, *INIT_PG)]
         if not inits:
             ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
                        "distributed launch and stays")
@@ -313,7 +317,7 @@ class SpawnToTorchrun(Codemod):
 
         # main side: world size arithmetic
         world_main: Set[str] = set()
-        for stmt in _assignments(scope):
+        for stmt in self._assignments(scope):
             if self._line(stmt) >= spawn_line:
                 continue
             target, value = stmt.targets[0].target, stmt.value
@@ -337,7 +341,7 @@ class SpawnToTorchrun(Codemod):
         rank_worker: Set[str] = {local_param}
         main_inserts: List[cst.BaseStatement] = []
         for f in reach:
-            for stmt in _assignments(f):
+            for stmt in self._assignments(f):
                 if len(stmt.targets) != 1:
                     continue
                 target, value = stmt.targets[0].target, stmt.value
@@ -362,7 +366,7 @@ class SpawnToTorchrun(Codemod):
         # MASTER_ADDR / MASTER_PORT
         master: Dict[str, str] = {}
         for f in list(reach) + [scope]:
-            for stmt in _assignments(f):
+            for stmt in self._assignments(f):
                 if f is scope and scope is not fdef and self._line(stmt) > spawn_line:
                     continue
                 var = self._master_target(stmt)
@@ -447,6 +451,41 @@ class SpawnToTorchrun(Codemod):
                    "set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE", fixed=True)
 
     # -- helpers ------------------------------------------------------------------------------------------
+    def _calls_in(self, node: cst.CSTNode) -> List[cst.Call]:
+        """Every call in `node`'s subtree (itself included), in tree order, like `iter_calls(node)`;
+        from the shared index (one pass over its calls and their ancestors), not a walk of the subtree."""
+        if self._under is None:
+            under: Dict[int, List[cst.Call]] = {}
+            parents = self.index.parents
+            for c in self.index.calls:
+                under.setdefault(id(c), []).append(c)
+                a = parents.get(id(c))
+                while a is not None:
+                    under.setdefault(id(a), []).append(c)
+                    a = parents.get(id(a))
+            self._under = under
+        return self._under.get(id(node), [])
+
+    def _assignments(self, scope: cst.CSTNode) -> List[cst.Assign]:
+        """Assign statements inside `scope`, not descending into nested functions or classes (tree
+        order); like `_assignments(scope)` but from the shared index."""
+        if not isinstance(scope, (cst.Module, cst.FunctionDef)):
+            return _assignments(scope)
+        if self._owned is None:
+            parents = self.index.parents
+            owned: Dict[int, List[cst.Assign]] = {}
+            seen: Set[int] = set()
+            for p in parents.values():  # first appearance of each parent is in tree order
+                if type(p) is not cst.Assign or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                owner = parents.get(id(p))
+                while owner is not None and not isinstance(owner, (cst.FunctionDef, cst.ClassDef)):
+                    owner = parents.get(id(owner))
+                owned.setdefault(id(owner) if owner is not None else id(self.module), []).append(p)
+            self._owned = owned
+        return self._owned.get(id(scope), [])
+
     def _line(self, node: cst.CSTNode) -> int:
         pos = self.positions.get(node)
         return pos.start.line if pos is not None else 0
@@ -456,7 +495,7 @@ class SpawnToTorchrun(Codemod):
         seen = [fdef]
         i = 0
         while i < len(seen) and len(seen) < 30:
-            for c in iter_calls(seen[i]):
+            for c in self._calls_in(seen[i]):
                 if isinstance(c.func, cst.Name) and c.func.value in self.funcs:
                     f = self.funcs[c.func.value]
                     if f not in seen:
@@ -503,7 +542,7 @@ class SpawnToTorchrun(Codemod):
         if "device_count" in code:
             return "gpu"
         if isinstance(sp.nprocs.value, cst.Name):
-            for stmt in _assignments(scope):
+            for stmt in self._assignments(scope):
                 if self._line(stmt) < spawn_line and len(stmt.targets) == 1 and \
                         norm_code(stmt.targets[0].target) == sp.nprocs.value.value and "device_count" in code_of(stmt.value):
                     return "gpu"
@@ -521,7 +560,7 @@ class SpawnToTorchrun(Codemod):
                 for stmt in body[:body.index(node)]:
                     if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                         continue
-                    calls = [c for c in iter_calls(stmt)]
+                    calls = [c for c in self._calls_in(stmt)]
                     names = {(c.func.attr.value if isinstance(c.func, cst.Attribute) else
                               c.func.value if isinstance(c.func, cst.Name) else "") for c in calls}
                     if names - BENIGN_CALLS - {""}:
@@ -614,7 +653,7 @@ def _quote_like(node: cst.BaseExpression, text: str) -> str:
 def _argparse_options(module: cst.Module) -> Dict[str, Dict]:
     """dest -> {"flag", "default", "action"} for add_argument calls with literal option strings."""
     out: Dict[str, Dict] = {}
-    for c in iter_calls(module):
+    for c in ModuleIndex.of(module).calls:
         if not (isinstance(c.func, cst.Attribute) and c.func.attr.value == "add_argument"):
             continue
         flags = [literal_string(a.value) for a in c.args if a.keyword is None]

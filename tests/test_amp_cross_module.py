@@ -86,3 +86,20 @@ def test_second_rewrite_changes_nothing(tmp_path):
     again = _rewrite(tmp_path)
     assert again.returncode in (0, 1)
     assert {p: (tmp_path / p).read_text() for p in snapshot} == snapshot
+
+
+def test_callee_and_caller_pick_different_scaler_names(tmp_path):
+    _write(tmp_path, "engine.py", ENGINE)
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from engine import train_one_epoch
+        from sklearn_like import StandardScaler
+
+        scaler = StandardScaler()
+        model, optimizer = amp.initialize(model, optimizer)
+        train_one_epoch(model, loader, optimizer)
+    ''')
+    assert _rewrite(tmp_path).returncode == 1
+    main = (tmp_path / "main.py").read_text()
+    assert "grad_scaler = torch.amp.GradScaler(\"cuda\")" in main
+    assert "train_one_epoch(model, loader, optimizer, scaler=grad_scaler)" in main
