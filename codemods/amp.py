@@ -14,6 +14,7 @@ from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts
 from .edits import EditPlan, apply_plan
 from .index import ModuleIndex, parent_mapping
+from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .importing import ensure_imports
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
@@ -25,6 +26,8 @@ DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "ca
                        "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
 REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
 NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
+_REGION_STOPPERS = (cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef, cst.Global,
+                    cst.Nonlocal)
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 
@@ -601,7 +604,7 @@ class _Analysis:
         if func is self.init_func:
             return _code(self.cond)
         free = names_read(self.cond)
-        params = _param_names(func) if func is not None else set()
+        params = param_names(func) if func is not None else set()
         if free <= (params | self.module_globals()):
             return _code(self.cond)
         if self.use_scaler:
@@ -620,7 +623,7 @@ class _Analysis:
         models = self.models
         callables: Set[str] = set()
         if not models:
-            callables = _param_names(func) - {"self", "cls"} if func is not None else set()
+            callables = param_names(func) - {"self", "cls"} if func is not None else set()
         hit = False
 
         class V(cst.CSTVisitor):
@@ -641,47 +644,18 @@ class _Analysis:
         return hit
 
     def _forbidden(self, stmt: cst.CSTNode) -> bool:
+        """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
+        control flow that leaves the block, nested definitions)."""
         bad = False
 
         class V(cst.CSTVisitor):
-            def visit_Call(self, n: cst.Call) -> None:
+            def on_visit(self, n: cst.CSTNode) -> bool:
                 nonlocal bad
-                if isinstance(n.func, cst.Attribute) and n.func.attr.value in FORBIDDEN_IN_REGION:
+                if isinstance(n, _REGION_STOPPERS) or (
+                        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                        and n.func.attr.value in FORBIDDEN_IN_REGION):
                     bad = True
-
-            def visit_Return(self, n: cst.Return) -> None:
-                nonlocal bad
-                bad = True
-
-            def visit_Break(self, n: cst.Break) -> None:
-                nonlocal bad
-                bad = True
-
-            def visit_Continue(self, n: cst.Continue) -> None:
-                nonlocal bad
-                bad = True
-
-            def visit_Yield(self, n: cst.Yield) -> None:
-                nonlocal bad
-                bad = True
-
-            def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-                nonlocal bad
-                bad = True
-                return False
-
-            def visit_ClassDef(self, n: cst.ClassDef) -> bool:
-                nonlocal bad
-                bad = True
-                return False
-
-            def visit_Global(self, n: cst.Global) -> None:
-                nonlocal bad
-                bad = True
-
-            def visit_Nonlocal(self, n: cst.Nonlocal) -> None:
-                nonlocal bad
-                bad = True
+                return not bad
 
         stmt.visit(V())
         return bad
@@ -966,7 +940,7 @@ class _Analysis:
         if self.scaler_global or self.scaler_is_attr:
             # the scaler is reachable everywhere in this module: only calls into other modules need it
             for call in self._cross_module_calls():
-                self.plan.transforms[call] = _add_scaler_kwarg(self._cross_params[id(call)], self.scaler_expr())
+                self.plan.transforms[call] = add_keyword(self._cross_params[id(call)], self.scaler_expr())
                 self.report(call, R.THREADED, "the scaler is passed to a function that now takes it", fixed=True)
             return
         have: Set[Optional[cst.FunctionDef]] = {self.init_func} if self.has_init else set()
@@ -996,19 +970,19 @@ class _Analysis:
                 if id(call) in self._threaded_calls:
                     continue
                 self._threaded_calls.add(id(call))
-                self.plan.transforms[call] = _add_scaler_kwarg(self.scaler_ref, self.scaler_ref)
+                self.plan.transforms[call] = add_keyword(self.scaler_ref, self.scaler_ref)
                 if caller not in have and caller is not None and id(caller) not in seen:
                     work.append(caller)
         for call in cross:
             if id(call) not in self._threaded_calls:
                 self._threaded_calls.add(id(call))
-                self.plan.transforms[call] = _add_scaler_kwarg(self._cross_params[id(call)], self.scaler_ref)
+                self.plan.transforms[call] = add_keyword(self._cross_params[id(call)], self.scaler_ref)
                 self.report(call, R.THREADED, "`scaler=scaler` passed to a function that now takes the scaler",
                             fixed=True)
         for f in needing:
-            if any(p.name.value == self.scaler_ref for p in _all_params(f)):
+            if any(p.name.value == self.scaler_ref for p in all_params(f)):
                 continue
-            self.plan.transforms[f] = _add_scaler_param(self.scaler_ref)
+            self.plan.transforms[f] = add_param(self.scaler_ref)
             module_level = isinstance(self.parent(f), cst.Module)
             if module_level:
                 self.exported_funcs.append(f.name.value)
@@ -1221,74 +1195,6 @@ def _paren_for_attr(e: cst.BaseExpression) -> cst.BaseExpression:
         return e
     return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
-
-def _param_names(f: cst.FunctionDef) -> Set[str]:
-    return {p.name.value for p in _all_params(f)}
-
-
-def _all_params(f: cst.FunctionDef) -> List[cst.Param]:
-    ps = f.params
-    out = list(ps.posonly_params) + list(ps.params) + list(ps.kwonly_params)
-    if isinstance(ps.star_arg, cst.Param):
-        out.append(ps.star_arg)
-    if ps.star_kwarg is not None:
-        out.append(ps.star_kwarg)
-    return out
-
-
-def _append_item(items: List, new):
-    """Append a Param/Arg keeping the list's comma layout (trailing commas, one item per line)."""
-    if not items:
-        return [new]
-    last = items[-1]
-    if isinstance(last.comma, cst.Comma):
-        between = items[-2].comma if len(items) > 1 and isinstance(items[-2].comma, cst.Comma) else \
-            cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        return items[:-1] + [last.with_changes(comma=between), new.with_changes(comma=last.comma)]
-    return items[:-1] + [last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), new]
-
-
-def _add_scaler_param(name: str):
-    def apply(node: cst.CSTNode) -> cst.CSTNode:
-        f = node
-        assert isinstance(f, cst.FunctionDef)
-        ps = f.params
-        if any(p.name.value == name for p in _all_params(f)):
-            return f
-        eq = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        if ps.star_arg is not cst.MaybeSentinel.DEFAULT or ps.kwonly_params:
-            new = cst.Param(cst.Name(name), default=cst.Name("None"), equal=eq)
-            if ps.kwonly_params:
-                return f.with_changes(params=ps.with_changes(kwonly_params=_append_item(list(ps.kwonly_params), new)))
-            star = ps.star_arg
-            if isinstance(star, cst.Param) and not isinstance(star.comma, cst.Comma):
-                star = star.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            return f.with_changes(params=ps.with_changes(star_arg=star, kwonly_params=[new]))
-        params = list(ps.params)
-        if ps.star_kwarg is not None and params and not isinstance(params[-1].comma, cst.Comma):
-            params[-1] = params[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        needs_default = any(p.default is not None for p in params)
-        new = cst.Param(cst.Name(name), default=cst.Name("None") if needs_default else None,
-                        equal=eq if needs_default else cst.MaybeSentinel.DEFAULT)
-        if ps.star_kwarg is not None:
-            new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            return f.with_changes(params=ps.with_changes(params=params + [new]))
-        return f.with_changes(params=ps.with_changes(params=_append_item(params, new)))
-
-    return apply
-
-
-def _add_scaler_kwarg(name: str, value: str):
-    def apply(node: cst.CSTNode) -> cst.CSTNode:
-        call = node
-        assert isinstance(call, cst.Call)
-        if any(a.keyword is not None and a.keyword.value == name for a in call.args):
-            return call
-        kw = cst.Arg(cst.Name(value), keyword=cst.Name(name),
-                     equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
-        return call.with_changes(args=_append_item(list(call.args), kw))
-
-    return apply
 
 
 def _differs_only_in(stmt: cst.CSTNode, other: cst.CSTNode, node: cst.CSTNode) -> bool:

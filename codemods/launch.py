@@ -23,7 +23,7 @@ from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
 from .index import ModuleIndex, parent_mapping
-from .names import (ImportTable, arg_by, code_of, dotted_name, iter_calls, literal_number, literal_string,
+from .names import (ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
                     norm_code, parse_expr, parse_stmt)
 
 SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
