@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, PositionProvider
+from libcst.metadata import PositionProvider
 
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
+from .index import ModuleIndex, parent_mapping
 from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr, parse_stmt
 
 DDP_TORCH = "torch.nn.parallel.DistributedDataParallel"
@@ -288,6 +289,47 @@ class _Refs(cst.CSTVisitor):
         if node.value in self.table.bindings:
             self.name_refs.setdefault(node.value, []).append(node)
 
+    @classmethod
+    def of(cls, table: ImportTable, index: ModuleIndex) -> "_Refs":
+        """What `module.visit(_Refs(table))` finds, in the same order, from the shared index.
+
+        Calls are never inside imports or dotted names, so every call is seen. A dotted reference can
+        only resolve when its head name is bound by an import, so only chains headed by such a name
+        are examined: from the outermost Attribute down, the first that resolves under apex.parallel
+        is recorded and the names below it are skipped, as the visitor's pruning does."""
+        refs = cls(table)
+        for call in index.calls:
+            refs.visit_Call(call)
+        bindings = table.bindings
+        parents = index.parents
+        skipped: Set[int] = set()
+        for name in index.names:
+            if name.value not in bindings or id(name) in skipped or _in_import(name, parents):
+                continue
+            chain: List[cst.CSTNode] = [name]
+            up = parents.get(id(name))
+            while isinstance(up, cst.Attribute) and up.value is chain[-1]:
+                chain.append(up)
+                up = parents.get(id(up))
+            for j in range(len(chain) - 1, 0, -1):
+                q = refs._q(chain[j])  # type: ignore[arg-type]
+                if q:
+                    refs.attr_refs.append((chain[j], q))  # type: ignore[arg-type]
+                    skipped.update(id(a.attr) for a in chain[1:j + 1])  # type: ignore[attr-defined]
+                    skipped.add(id(name))
+                    break
+            if id(name) not in skipped:
+                refs.visit_Name(name)
+        return refs
+
+
+def _in_import(node: cst.CSTNode, parents: Dict[int, cst.CSTNode]) -> bool:
+    """Whether `node` lies inside an import statement (walking up to its statement)."""
+    cur = parents.get(id(node))
+    while cur is not None and not isinstance(cur, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        cur = parents.get(id(cur))
+    return isinstance(cur, (cst.Import, cst.ImportFrom))
+
 
 class ApexParallelToTorchDDP(Codemod):
     """apex.parallel DistributedDataParallel / SyncBatchNorm -> torch.nn.parallel / torch.nn.SyncBatchNorm."""
@@ -300,14 +342,13 @@ class ApexParallelToTorchDDP(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        table = ImportTable(module, ctx.module_name)
+        table = ImportTable.of(module, ctx.module_name)
         if not any(q.startswith("apex.parallel") or q == "apex"
                    for qs in table.bindings.values() for q in qs) and "apex.parallel" not in table.star_modules:
             return module
-        parents = wrapper.resolve(ParentNodeProvider)
+        parents = parent_mapping(module)
         positions = wrapper.resolve(PositionProvider)
-        refs = _Refs(table)
-        module.visit(refs)
+        refs = _Refs.of(table, ModuleIndex.of(module))
         plan = EditPlan()
         need_torch = False
         add_helper = False

@@ -19,6 +19,7 @@ CASES = [
     ("single_accum", "train.py", ["--steps", "8"], 4),
     ("two_modules", "train.py", ["--amp", "--steps", "8", "--save-at", "4"], 8),
     ("multi_model", "train_gan.py", ["--steps", "6"], 6),
+    ("trainer_class", "train.py", ["--fp16", "--steps", "8"], 8),
 ]
 
 
@@ -38,7 +39,7 @@ def rewritten(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["single_accum", "two_modules", "multi_model"])
+@pytest.mark.parametrize("name", ["single_accum", "two_modules", "multi_model", "trainer_class"])
 def test_rewrite_leaves_no_apex_and_is_stable(rewritten, name):
     folder = rewritten[name]
     for fname in os.listdir(folder):
