@@ -14,6 +14,7 @@ import libcst as cst
 
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
+from .index import ModuleIndex
 from .names import ImportTable, assigned_names, code_of, dotted_name, literal_number
 
 # -- rules ---------------------------------------------------------------------------------------
@@ -164,13 +165,27 @@ class Resolver:
     """Qualified apex names of expressions: imports, `import apex as x` and star imports, aliases folded."""
 
     def __init__(self, module: cst.Module, module_name: str = ""):
-        self.table = ImportTable(module, module_name)
+        self.table = ImportTable.of(module, module_name)
         self.defs = module_level_defs(module)
         self.star: Dict[str, str] = {}
         for mod in self.table.star_modules:
             for name in STAR_EXPORTS.get(mod, ()):
                 if name not in self.table.bindings and name not in self.defs:
                     self.star[name] = f"{mod}.{name}"
+        # apex_name() is None for every expression unless some import (or star import) binds an apex name
+        self.has_apex = bool(self.star) or any(q == "apex" or q.startswith("apex.")
+                                               for qs in self.table.bindings.values() for q in qs)
+        self._apex_names: Dict[int, Tuple[cst.BaseExpression, Optional[str]]] = {}
+
+    @classmethod
+    def of(cls, module: cst.Module, module_name: str = "") -> "Resolver":
+        """The resolver of `module` (cached with the module's shared index; it is read-only)."""
+        tables = ModuleIndex.of(module).tables
+        key = f"apex_modules.Resolver|{module_name}"
+        res = tables.get(key)
+        if res is None:
+            res = tables[key] = cls(module, module_name)
+        return res  # type: ignore[return-value]
 
     def names(self, node: cst.BaseExpression) -> Set[str]:
         name = dotted_name(node)
@@ -185,10 +200,18 @@ class Resolver:
 
     def apex_name(self, node: cst.BaseExpression) -> Optional[str]:
         """The apex dotted name `node` refers to, if any."""
+        if not self.has_apex:
+            return None
+        hit = self._apex_names.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        out = None
         for q in sorted(self.names(node)):
             if q == "apex" or q.startswith("apex."):
-                return q
-        return None
+                out = q
+                break
+        self._apex_names[id(node)] = (node, out)
+        return out
 
     def spelling(self, qualified: str, fallback: str) -> str:
         """How this module spells `qualified` (e.g. `nn.LayerNorm` when `nn` is torch.nn), else `fallback`."""
@@ -202,6 +225,25 @@ class Resolver:
 
     def has_torch(self) -> bool:
         return self.table.bindings.get("torch") == {"torch"}
+
+
+def tree_order(index: ModuleIndex, nodes: Sequence[cst.CSTNode]) -> List[cst.CSTNode]:
+    """`nodes` (distinct nodes of `index`'s module) sorted into the order a visitor meets them (pre-order)."""
+    child_pos: Dict[int, int] = {}
+
+    def path(node: cst.CSTNode) -> Tuple[int, ...]:
+        steps: List[int] = []
+        cur = node
+        parent = index.parent(cur)
+        while parent is not None:
+            if id(cur) not in child_pos:
+                for i, ch in enumerate(parent.children):
+                    child_pos[id(ch)] = i
+            steps.append(child_pos[id(cur)])
+            cur, parent = parent, index.parent(parent)
+        return tuple(reversed(steps))
+
+    return sorted(nodes, key=path)
 
 
 def ensure_import(module: cst.Module, stmt_code: str, bound: bool) -> cst.Module:
@@ -402,9 +444,19 @@ class ApexModulesToTorch(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        res = Resolver(module, ctx.module_name)
+        res = Resolver.of(module, ctx.module_name)
+        if not res.has_apex:  # nothing resolves to apex: no call or base can need work
+            return module
         run = _Run(res, ctx)
-        module.visit(run)
+        index = ModuleIndex.of(module)
+        # the visitor's work, fed in tree order with the calls and classes that name something in apex
+        calls = [c for c in index.calls if res.apex_name(c.func) is not None]
+        classes = [k for k in index.classes if any(res.apex_name(b.value) is not None for b in k.bases)]
+        for node in tree_order(index, classes + calls) if classes and calls else classes or calls:
+            if isinstance(node, cst.ClassDef):
+                run.visit_ClassDef(node)
+            else:
+                run.visit_Call(node)
         if not run.plan:
             return module
         new = apply_plan(module, run.plan)

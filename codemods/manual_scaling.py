@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
 
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
+from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
@@ -158,7 +158,13 @@ class ManualLossScalingToGradScaler(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        m = _Migration(module, wrapper.resolve(ParentNodeProvider), ctx)
+        res = Resolver.of(module, ctx.module_name)
+        index = ModuleIndex.of(module)
+        # every pattern needs an apex name (FP16_Optimizer, fp16_utils) or a `backward` (a `.backward(...)`
+        # call, or a method named backward in a wrapper class): without either there is nothing to do
+        if not res.has_apex and "backward" not in index.attr_values and "backward" not in index.name_values:
+            return module
+        m = _Migration(module, parent_mapping(module), ctx, res, index)
         m.run()
         if not m.plan:
             return module
@@ -169,21 +175,55 @@ class ManualLossScalingToGradScaler(Codemod):
 
 
 class _Migration:
-    def __init__(self, module: cst.Module, parents, ctx: FileContext):
+    def __init__(self, module: cst.Module, parents, ctx: FileContext, res: Resolver, index: ModuleIndex):
         self.module = module
         self.parents = parents
         self.ctx = ctx
-        self.res = Resolver(module, ctx.module_name)
+        self.res = res
+        self.index = index
         self.plan = EditPlan()
         self.needs_torch = False
         opts = ctx.options
         self.device = opts.device
         self.gs = opts.grad_scaler_callee
-        self.calls: List[cst.Call] = []
-        self.attrs: List[cst.Attribute] = []
-        module.visit(_Gather(self.calls, self.attrs))
-        used = names_read(module) | {n for s in module.body for n in assigned_names(s)}
-        self.scaler_base = "grad_scaler" if "scaler" in used else "scaler"
+        self.calls: List[cst.Call] = index.calls
+        self._scaler_base: Optional[str] = None
+        self._code: Dict[int, str] = {}  # id(node) -> code_of(node), for the module and scopes
+        self._assigns: Dict[int, List[cst.CSTNode]] = {}  # id(scope) -> its Assign/AugAssign/AnnAssign nodes
+
+    @property
+    def scaler_base(self) -> str:
+        """`scaler`, or `grad_scaler` when the module already uses the name `scaler`."""
+        if self._scaler_base is None:
+            used = names_read(self.module) | {n for s in self.module.body for n in assigned_names(s)} \
+                if "scaler" in self.index.name_values else set()
+            self._scaler_base = "grad_scaler" if "scaler" in used else "scaler"
+        return self._scaler_base
+
+    def _code_of(self, node: cst.CSTNode) -> str:
+        code = self._code.get(id(node))
+        if code is None:
+            code = self._code[id(node)] = code_of(node)
+        return code
+
+    def _attrs_on(self, target: str) -> List[cst.Attribute]:
+        """Attributes `target.x` (target a name or `self.name`) in tree order: the ones whose value spells target."""
+        head, *rest = target.split(".")
+        out: List[cst.Attribute] = []
+        for n in self.index.names:
+            if n.value != head:
+                continue
+            node: cst.CSTNode = n
+            for part in rest:
+                p = self.parents.get(node)
+                if not (isinstance(p, cst.Attribute) and p.value is node and p.attr.value == part):
+                    break
+                node = p
+            else:
+                p = self.parents.get(node)
+                if isinstance(p, cst.Attribute) and p.value is node:
+                    out.append(p)
+        return out
 
     def ok(self, node: cst.CSTNode, code: str) -> bool:
         return self.ctx.enabled(code) and not self.ctx.suppressed(node, code)
@@ -238,13 +278,11 @@ class _Migration:
         # scope: the function (or the class, for self.x) that owns the assignment
         if target.startswith("self."):
             scope = _enclosing(stmt, self.parents, (cst.ClassDef,))
-            scaler_name = f"self.{self.scaler_base}"
         else:
             scope = _enclosing(stmt, self.parents, (cst.FunctionDef,)) or self.module
-            scaler_name = self.scaler_base
         if scope is None:
             return "self attribute outside a class"
-        uses = [a for a in self.attrs if dotted_name(a.value) == target and _within(scope, a, self.parents)]
+        uses = [a for a in self._attrs_on(target) if _within(scope, a, self.parents)]
         outside = [c for c in self.calls if isinstance(c.func, cst.Attribute)
                    and c.func.attr.value in ("backward", "clip_master_grads") and c.args
                    and not _within(scope, c, self.parents) and c.func.attr.value == "clip_master_grads"]
@@ -295,6 +333,7 @@ class _Migration:
                 return region
             regions.append(region)
         # -- all recognised: plan the edits -----------------------------------------------
+        scaler_name = f"self.{self.scaler_base}" if target.startswith("self.") else self.scaler_base
         self.needs_torch = True
         use_scaler = self.ctx.options.use_scaler
         inner = call.args[0].value
@@ -542,11 +581,11 @@ class _Migration:
     def _static_pattern(self, call, line, block, idx, loss, scale, scaled_stmt) -> Optional[str]:
         func = _enclosing(line, self.parents, (cst.FunctionDef,))
         scope = func or self.module
-        code = code_of(scope)
+        code = self._code_of(scope)
         if any(k in code for k in ("isinf", "isnan", "isfinite", "overflow")):
             return "the surrounding code checks for overflow (dynamic scaling): map its halving/growth to " \
                    "GradScaler's backoff_factor/growth_interval"
-        if ".half()" in code_of(self.module) or "float16" in code_of(self.module):
+        if ".half()" in self._code_of(self.module) or "float16" in self._code_of(self.module):
             return "the model or inputs are cast to fp16 by hand (fp32 master copies): keep the model fp32 " \
                    "under torch.autocast instead"
         sname = dotted_name(scale)
@@ -555,8 +594,10 @@ class _Migration:
         if not any(isinstance(a, (cst.For, cst.While)) for a in _ancestors(line, self.parents)):
             return "the backward is not inside a training loop of this function, so there is no place for one scaler"
         if sname is not None:
-            assigns = [s for s in _walk(scope) if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign))
-                       and sname in _targets(s)]
+            if id(scope) not in self._assigns:
+                self._assigns[id(scope)] = [s for s in _walk(scope)
+                                            if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign))]
+            assigns = [s for s in self._assigns[id(scope)] if sname in _targets(s)]
             if len(assigns) > 1 or any(isinstance(s, cst.AugAssign) for s in assigns):
                 return f"{sname} changes during training (dynamic scaling)"
         # the unscale loop and the step
@@ -610,19 +651,22 @@ class _Migration:
 
     # -- wrapper classes ---------------------------------------------------------------------
     def _wrapper_classes(self) -> None:
-        for cls in [n for n in _walk(self.module) if isinstance(n, cst.ClassDef)]:
+        # `(x * y).backward(...)` calls: the only calls that can make a class own the scaled backward
+        scaled = [c for c in self.calls if isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
+                  and isinstance(c.func.value, cst.BinaryOperation) and isinstance(c.func.value.operator, cst.Multiply)]
+        for cls in self.index.classes:
+            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)} \
+                if isinstance(cls.body, cst.IndentedBlock) else set()
+            inside = [c for c in scaled if self.index.contains(cls, c)]
+            if not inside and not {"backward", "step"} <= methods:
+                continue  # cannot own the backward (cheap test before generating the class's code)
             code = code_of(cls)
             if "GradScaler" in code or ".backward(" not in code:
                 continue
             owns = False
-            for c in (n for n in _walk(cls) if isinstance(n, cst.Call)):
-                if isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward":
-                    recv = c.func.value
-                    if isinstance(recv, cst.BinaryOperation) and isinstance(recv.operator, cst.Multiply) and \
-                            "scale" in code_of(recv).lower():
-                        owns = True
-            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)} \
-                if isinstance(cls.body, cst.IndentedBlock) else set()
+            for c in inside:
+                if "scale" in code_of(c.func.value).lower():
+                    owns = True
             if {"backward", "step"} <= methods and ("clip_master_grads" in methods or "loss_scale" in code):
                 owns = True
             if owns:
@@ -632,17 +676,6 @@ class _Migration:
 
 
 # -- small tree helpers ------------------------------------------------------------------------
-
-
-class _Gather(cst.CSTVisitor):
-    def __init__(self, calls, attrs):
-        self.calls, self.attrs = calls, attrs
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self.attrs.append(node)
 
 
 def _walk(node: cst.CSTNode) -> List[cst.CSTNode]:

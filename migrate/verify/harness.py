@@ -63,6 +63,13 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
         return verdict
     if launcher == "torchrun" and not nproc:  # as many ranks as the original really started
         meta["nproc"] = procs = max(1, len(a.records))
+    levels = sorted({e.get("opt_level") for e in a.events if e.get("opt_level")})
+    if mode == "same-engine" and any(lv in ("O2", "O3") for lv in levels):
+        # O2/O3 become fp32 weights + autocast by design (A2A108): same engine no longer holds
+        mode = "fidelity"
+        echo("verify: the original ran apex %s (fp16 weights); the migration keeps fp32 weights under autocast, "
+             "so the fidelity tolerance applies" % "/".join(levels))
+    meta["apex_opt_levels"] = levels
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
                  timeout=timeout, apex=apex)
     verdict = compare(a.records, b.records, steps=steps, mode=mode, dtype=dtype, tolerance=tolerance)

@@ -84,7 +84,7 @@ class _Recorder(object):
         self.finished = True
         if event == "crash" or self.fh is not None or self.losses:
             self._write({"event": event, "rank": self.rank(), "pid": os.getpid(), "iterations": self.it,
-                         "error": error})
+                         "error": error, "opt_level": _apex_opt_level()})
         if self.fh is not None:
             self.fh.flush()
             os.fsync(self.fh.fileno())
@@ -92,6 +92,15 @@ class _Recorder(object):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+
+def _apex_opt_level():
+    """The opt_level apex amp (real or emulated) was initialized with in this process, if any."""
+    amp = sys.modules.get("apex.amp")
+    state = getattr(amp, "_amp_state", None) if amp is not None else None
+    props = getattr(state, "opt_properties", None)
+    level = getattr(props, "opt_level", None)
+    return level if isinstance(level, str) else None
 
 
 def _loss_value(t):
