@@ -193,7 +193,7 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("original", type=click.Path(exists=True))
-@click.argument("migrated", required=False, type=click.Path(exists=True))
+@click.argument("migrated", required=False)
 @click.option("--entry", required=True, help="Entry script, relative to ORIGINAL (and MIGRATED).")
 @click.option("--steps", type=int, default=10, show_default=True, help="Optimizer steps to run on each side.")
 @click.option("--nproc", type=int, default=None, help="Processes per side (torchrun --nproc_per_node).")
@@ -206,8 +206,17 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
 @click.option("--tolerance", type=float, default=None, help="Override the per-step relative tolerance.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance, args):
-    """Run ORIGINAL and MIGRATED for N steps each and compare their losses."""
+    """Run ORIGINAL and MIGRATED for N steps each and compare their losses.
+
+    Without MIGRATED, a copy of ORIGINAL is migrated first. Program arguments go after `--`.
+    """
     from .verify import run_verify
+    if migrated is not None and migrated.startswith("-"):
+        # `verify ORIGINAL -- --fp16`: click binds the first program argument to MIGRATED
+        args, migrated = (migrated,) + tuple(args), None
+    elif migrated is not None and not os.path.isdir(migrated):
+        click.echo(f"error: MIGRATED folder {migrated!r} does not exist", err=True)
+        sys.exit(2)
     sys.exit(run_verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
                         dtype=_norm_dtype(dtype), json_path=json_path, plot=plot, timeout=timeout,
                         tolerance=tolerance, args=list(args)))

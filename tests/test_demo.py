@@ -42,3 +42,10 @@ def test_rewrite_migrates_across_modules(tmp_path):
     assert "torchrun" in (dst / "launch.sh").read_text()
     again = _cli("check", str(dst))
     assert "would rewrite" not in again.stdout, again.stdout
+
+
+def test_verify_migrates_a_copy_and_passes():
+    res = subprocess.run([sys.executable, "-m", "migrate", "verify", DEMO, "--entry", "train.py", "--steps", "3",
+                          "--", "--fp16", "--epochs", "1"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "migrating a copy" in res.stdout and "PASS" in res.stdout
