@@ -959,8 +959,8 @@ class _Analysis:
             if f is None:
                 if not self.has_init:
                     continue
-                self.report(self.module, R.THREADED, "scaler used at module level but created in a function")
-                continue
+                self._threading_failed = "the scaler is needed at module level but created in a function"
+                break
             if id(f) in seen or f in have:
                 continue
             seen.add(id(f))
@@ -971,8 +971,17 @@ class _Analysis:
                     continue
                 self._threaded_calls.add(id(call))
                 self.plan.transforms[call] = add_keyword(self.scaler_ref, self.scaler_ref)
+                if caller is None and self.has_init:
+                    self._threading_failed = (f"`{f.name.value}` needs the scaler created in "
+                                              f"`{self.init_func.name.value if self.init_func else 'the module'}`, "
+                                              "but it is called from module level where the scaler does not exist")
+                    break
                 if caller not in have and caller is not None and id(caller) not in seen:
                     work.append(caller)
+            if self._threading_failed:
+                break
+        if self._threading_failed:
+            return
         for call in cross:
             if id(call) not in self._threaded_calls:
                 self._threaded_calls.add(id(call))
@@ -1051,6 +1060,7 @@ class _Analysis:
         self._mp_done: Set[int] = set()
         self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
         self._cross_params: Dict[int, str] = {}
+        self._threading_failed: Optional[str] = None
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1093,6 +1103,12 @@ class _Analysis:
         self.plan_others()
         self.report_decorators()
         self.plan_threading()
+        if self._threading_failed:
+            node = self.init_func or self.module
+            self.report(node, R.UNSUPPORTED, f"{self._threading_failed}: return the scaler from the function that "
+                                             "creates it and pass it along (or create it where it is used), then "
+                                             "rerun; this module's amp code is left as it is")
+            self._abort_all()
 
     def plan_threading_only(self) -> None:
         cross = self._cross_module_calls()
@@ -1120,6 +1136,8 @@ class _Analysis:
 
     def _abort_all(self) -> None:
         self.plan = EditPlan()
+        # nothing is rewritten after all: drop the "fixed" findings planned so far
+        self.ctx._stage_findings = [f for f in self.ctx._stage_findings if not f.fixed]
         for s in self.sites:
             self.report(s.call, R.LEFTOVER, f"apex `amp.{s.kind}` left unmigrated (see the other findings)")
 

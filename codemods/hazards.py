@@ -14,6 +14,7 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from .base import WARNING, Codemod, FileContext, rule
+from .index import ModuleIndex
 from .names import dotted_name, literal_number
 
 FP16_MAX = 65504.0
@@ -128,15 +129,64 @@ class Fp16HazardLint(Codemod):
             return module
         lint = _Lint(ctx, wrapper, autocast_file=bool(AUTOCAST_OR_SCALER.search(code)),
                      fp16_file=bool(re.search(r"\.half\(\)|\.to\([^)]*(float16|torch\.half)", code)))
-        module.visit(lint)
+        _replay(ModuleIndex.of(module), lint)
         lint.finish()
         return module
+
+
+_VISITED = (cst.FunctionDef, cst.With, cst.Assign, cst.Call, cst.BinaryOperation)  # what _Lint visits
+
+
+def _replay(index: ModuleIndex, lint: "_Lint") -> None:
+    """Drive `lint` as `module.visit(lint)` would, from the shared index instead of a tree walk.
+
+    The index's parent map was filled in visiting order, so the first time each parent shows up is
+    the pre-order of the nodes that have children (all the node kinds _Lint looks at). The open
+    functions and `with` blocks are kept on a stack and left once a later node lies outside them.
+    """
+    seen: Set[int] = set()
+    stack: List[cst.CSTNode] = []
+    for node in index.parents.values():
+        key = id(node)
+        if key in seen:
+            continue
+        seen.add(key)
+        kind = type(node)
+        if kind not in _VISITED_SET:
+            continue
+        while stack and not index.contains(stack[-1], node):
+            _leave(lint, stack.pop())
+        if kind is cst.Call:
+            lint.visit_Call(node)  # type: ignore[arg-type]
+        elif kind is cst.BinaryOperation:
+            lint.visit_BinaryOperation(node)  # type: ignore[arg-type]
+        elif kind is cst.Assign:
+            lint.visit_Assign(node)  # type: ignore[arg-type]
+        elif kind is cst.With:
+            lint.visit_With(node)  # type: ignore[arg-type]
+            stack.append(node)
+        else:
+            lint.visit_FunctionDef(node)  # type: ignore[arg-type]
+            stack.append(node)
+    while stack:
+        _leave(lint, stack.pop())
+
+
+def _leave(lint: "_Lint", node: cst.CSTNode) -> None:
+    if isinstance(node, cst.With):
+        lint.leave_With(node)
+    else:
+        lint.leave_FunctionDef(node)  # type: ignore[arg-type]
+
+
+_VISITED_SET = frozenset(_VISITED)
 
 
 class _Lint(cst.CSTVisitor):
     def __init__(self, ctx: FileContext, wrapper: cst.MetadataWrapper, autocast_file: bool, fp16_file: bool):
         self.ctx = ctx
-        self.pos = wrapper.resolve(PositionProvider)
+        self.wrapper = wrapper
+        self._pos = None
         self.autocast_file = autocast_file
         self.fp16_file = fp16_file
         self.autocast_depth: List[bool] = []  # enabled? per enclosing autocast `with`
@@ -149,6 +199,13 @@ class _Lint(cst.CSTVisitor):
             return
         self.reported.add(id(node))
         self.ctx.report(node, code, message)
+
+    @property
+    def pos(self):
+        """Positions, resolved on first use (most files record no clip-order events)."""
+        if self._pos is None:
+            self._pos = self.wrapper.resolve(PositionProvider)
+        return self._pos
 
     def _line(self, node: cst.CSTNode) -> int:
         p = self.pos.get(node)
