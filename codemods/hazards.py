@@ -15,7 +15,7 @@ from libcst.metadata import PositionProvider
 
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
-from .names import dotted_name, literal_number
+from .names import code_of, dotted_name, literal_number
 
 FP16_MAX = 65504.0
 FP16_TINY = 6e-8       # smallest fp16 subnormal is ~5.96e-8: anything below rounds to 0
@@ -124,36 +124,135 @@ class Fp16HazardLint(Codemod):
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
-        code = module.code
-        if not MIXED_PRECISION.search(code):
+        index = ModuleIndex.of(module)
+        text = FileText.of(module)
+        if not text.mixed_precision():
             return module
-        lint = _Lint(ctx, wrapper, autocast_file=bool(AUTOCAST_OR_SCALER.search(code)),
-                     fp16_file=bool(re.search(r"\.half\(\)|\.to\([^)]*(float16|torch\.half)", code)))
-        _replay(ModuleIndex.of(module), lint)
+        lint = _Lint(ctx, wrapper, autocast_file=text.autocast_or_scaler(), fp16_file=text)
+        _replay(index, text.order, lint)
         lint.finish()
         return module
+
+
+FP16_CASTS = re.compile(r"\.half\(\)|\.to\([^)]*(float16|torch\.half)")
+
+
+class FileText:
+    """The regex tests on the module's text, answered from its tokens when that is exact.
+
+    Every letter of a module's text lies in one token: a name, a string, an f-string's text or a
+    comment (keywords and numbers hold none of the words searched for), and two such tokens never touch
+    without a non-word character between them. So a pattern made of words (and `\\b`) matches the text
+    exactly when it matches one token. `.half()` and `.to(...float16...)` span tokens: outside strings
+    and comments they start at a call `x.half()` / `x.to(...)`, and the `[^)]*` stops inside that
+    call's own parentheses, so searching the code of those calls finds them. Only a string or comment
+    holding `.to(` (whose match could run on past it) needs the (costly) full text.
+    """
+
+    def __init__(self, module: cst.Module, index: ModuleIndex):
+        self.order, texts = _scan(index)  # the nodes _Lint visits, in order; comment and f-string texts
+        self.module = module
+        self.index = index
+        self._casts: Optional[List[str]] = None
+        self.tokens: List[str] = sorted(index.name_values | index.attr_values)
+        self.tokens += [s.value for s in index.strings]
+        self.tokens += texts
+        self._code: Optional[str] = None
+        self._fp16: Optional[bool] = None
+
+    @classmethod
+    def of(cls, module: cst.Module) -> "FileText":
+        """The (cached) text facts of `module`."""
+        tables = ModuleIndex.of(module).tables
+        text = tables.get("hazards.FileText")
+        if text is None:
+            text = tables["hazards.FileText"] = cls(module, ModuleIndex.of(module))
+        return text  # type: ignore[return-value]
+
+    def mentions_fp16(self) -> bool:
+        """`".half()" in module.code or "float16" in module.code`"""
+        return self._mentions("float16", ".half()") or any(".half()" in c for c in self._cast_calls())
+
+    def _any(self, pattern: "re.Pattern[str]") -> bool:
+        return any(pattern.search(t) for t in self.tokens)
+
+    def _mentions(self, *words: str) -> bool:
+        return any(w in t for t in self.tokens for w in words)
+
+    def _text(self) -> str:
+        if self._code is None:
+            self._code = self.module.code
+        return self._code
+
+    def _cast_calls(self) -> List[str]:
+        """The code of every `x.half(...)` / `x.to(...)` call."""
+        if self._casts is None:
+            self._casts = [code_of(c) for c in self.index.calls
+                           if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("half", "to")]
+        return self._casts
+
+    def mixed_precision(self) -> bool:
+        """MIXED_PRECISION.search(module.code)"""
+        if self._any(MIXED_PRECISION):
+            return True
+        return self._mentions("half") and any(".half()" in c for c in self._cast_calls())
+
+    def autocast_or_scaler(self) -> bool:
+        """AUTOCAST_OR_SCALER.search(module.code) (all its alternatives are words)"""
+        return self._any(AUTOCAST_OR_SCALER)
+
+    @property
+    def fp16_casts(self) -> bool:
+        """FP16_CASTS.search(module.code), computed on first use"""
+        if self._fp16 is None:
+            if self._any(FP16_CASTS):
+                self._fp16 = True
+            elif not self._mentions("half", "float16"):
+                self._fp16 = False
+            elif any(".to(" in t for t in self.tokens):
+                self._fp16 = bool(FP16_CASTS.search(self._text()))
+            else:
+                self._fp16 = any(FP16_CASTS.search(c) for c in self._cast_calls())
+        return self._fp16
 
 
 _VISITED = (cst.FunctionDef, cst.With, cst.Assign, cst.Call, cst.BinaryOperation)  # what _Lint visits
 
 
-def _replay(index: ModuleIndex, lint: "_Lint") -> None:
-    """Drive `lint` as `module.visit(lint)` would, from the shared index instead of a tree walk.
+def _scan(index: ModuleIndex) -> Tuple[List[cst.CSTNode], List[str]]:
+    """(the nodes _Lint visits, in visiting order; the texts of comments and f-string parts).
 
     The index's parent map was filled in visiting order, so the first time each parent shows up is
-    the pre-order of the nodes that have children (all the node kinds _Lint looks at). The open
-    functions and `with` blocks are kept on a stack and left once a later node lies outside them.
+    the pre-order of the nodes that have children (all the node kinds _Lint looks at, and the
+    whitespace nodes that own comments).
     """
     seen: Set[int] = set()
-    stack: List[cst.CSTNode] = []
+    order: List[cst.CSTNode] = []
+    texts: List[str] = []
     for node in index.parents.values():
         key = id(node)
         if key in seen:
             continue
         seen.add(key)
         kind = type(node)
-        if kind not in _VISITED_SET:
-            continue
+        if kind in _VISITED_SET:
+            order.append(node)
+        elif kind is cst.TrailingWhitespace or kind is cst.EmptyLine:
+            if node.comment is not None:  # type: ignore[attr-defined]
+                texts.append(node.comment.value)  # type: ignore[attr-defined]
+        elif kind is cst.FormattedString:
+            texts += [p.value for p in node.parts if isinstance(p, cst.FormattedStringText)]  # type: ignore
+    return order, texts
+
+
+def _replay(index: ModuleIndex, order: List[cst.CSTNode], lint: "_Lint") -> None:
+    """Drive `lint` as `module.visit(lint)` would, from the shared index instead of a tree walk.
+
+    The open functions and `with` blocks are kept on a stack and left once a later node lies outside them.
+    """
+    stack: List[cst.CSTNode] = []
+    for node in order:
+        kind = type(node)
         while stack and not index.contains(stack[-1], node):
             _leave(lint, stack.pop())
         if kind is cst.Call:
@@ -183,12 +282,12 @@ _VISITED_SET = frozenset(_VISITED)
 
 
 class _Lint(cst.CSTVisitor):
-    def __init__(self, ctx: FileContext, wrapper: cst.MetadataWrapper, autocast_file: bool, fp16_file: bool):
+    def __init__(self, ctx: FileContext, wrapper: cst.MetadataWrapper, autocast_file: bool, fp16_file: "FileText"):
         self.ctx = ctx
         self.wrapper = wrapper
         self._pos = None
         self.autocast_file = autocast_file
-        self.fp16_file = fp16_file
+        self._text = fp16_file  # fp16_file (the file casts to fp16 by hand) is decided on first use
         self.autocast_depth: List[bool] = []  # enabled? per enclosing autocast `with`
         self.scaled_names: List[Set[str]] = [set()]
         self.functions: List[List[Tuple[int, str, cst.CSTNode]]] = [[]]  # events per function
@@ -199,6 +298,10 @@ class _Lint(cst.CSTVisitor):
             return
         self.reported.add(id(node))
         self.ctx.report(node, code, message)
+
+    @property
+    def fp16_file(self) -> bool:
+        return self._text.fp16_casts
 
     @property
     def pos(self):
@@ -298,7 +401,7 @@ class _Lint(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute) and last in ("isnan", "isinf", "isfinite") and not node.args \
                 and self._is_scaled(node.func.value):
             self._report(node, "A2A605", f".{last}() on a scaled loss: check the unscaled loss instead")
-        if self.fp16_file and last in ("log", "sqrt", "rsqrt") and node.args:
+        if last in ("log", "sqrt", "rsqrt") and node.args and self.fp16_file:
             self._eps(node.args[0].value, node, divisor=last == "rsqrt")
         # event stream for clip-before-unscale
         if isinstance(node.func, cst.Attribute):
@@ -348,7 +451,7 @@ class _Lint(cst.CSTVisitor):
                     self._report(node, "A2A601", f"additive mask scaled by {big}: {what}; use "
                                  "torch.finfo(scores.dtype).min with masked_fill, or -1e4")
                     break
-        if self.fp16_file and isinstance(op, cst.Divide):
+        if isinstance(op, cst.Divide) and self.fp16_file:
             self._eps(node.right, node, divisor=True)
 
     def _eps(self, expr: cst.BaseExpression, at: cst.CSTNode, divisor: bool) -> None:

@@ -22,6 +22,7 @@ import libcst as cst
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
+from .hazards import FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code
 
@@ -585,7 +586,7 @@ class _Migration:
         if any(k in code for k in ("isinf", "isnan", "isfinite", "overflow")):
             return "the surrounding code checks for overflow (dynamic scaling): map its halving/growth to " \
                    "GradScaler's backoff_factor/growth_interval"
-        if ".half()" in self._code_of(self.module) or "float16" in self._code_of(self.module):
+        if FileText.of(self.module).mentions_fp16():  # ".half()" or "float16" in the module's code
             return "the model or inputs are cast to fp16 by hand (fp32 master copies): keep the model fp32 " \
                    "under torch.autocast instead"
         sname = dotted_name(scale)
