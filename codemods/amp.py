@@ -6,6 +6,7 @@ migrated safely, the module's amp code is left alone and every site is reported.
 """
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -1034,8 +1035,8 @@ class _Analysis:
         facts: RepoFacts = self.ctx.facts
         if not facts.scaler_functions:
             return []
-        targets = {f"{m}.{fn}": facts.scaler_params.get(m, "scaler")
-                   for m, fns in facts.scaler_functions.items() if m != self.ctx.module_name for fn in fns}
+        targets = {f"{m}.{fn}": facts.scaler_params.get(key, "scaler")
+                   for key, (m, fns) in _visible_modules(facts, self.ctx).items() for fn in fns}
         out: List[cst.Call] = []
         table = self.table
         params = self._cross_params
@@ -1154,8 +1155,9 @@ class ApexAmpToTorchAmp(Codemod):
         a = _Analysis(wrapper, ctx)
         a.run()
         if a.exported_funcs and ctx.module_name:
-            ctx.exported.scaler_functions.setdefault(ctx.module_name, []).extend(a.exported_funcs)
-            ctx.exported.scaler_params[ctx.module_name] = a.scaler_ref
+            key = _facts_key(ctx)
+            ctx.exported.scaler_functions.setdefault(key, []).extend(a.exported_funcs)
+            ctx.exported.scaler_params[key] = a.scaler_ref
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         a = _Analysis(wrapper, ctx)
@@ -1225,3 +1227,39 @@ def _differs_only_in(stmt: cst.CSTNode, other: cst.CSTNode, node: cst.CSTNode) -
     prefix, suffix = a[:i], a[i + len(n):]
     return b.startswith(prefix) and b.endswith(suffix) and len(b) > len(prefix) + len(suffix) - 1 \
         and "amp." not in b
+
+
+def _module_root(path: str, module_name: str) -> str:
+    """The import root of a file: its folder minus the package folders of its dotted module name."""
+    if not module_name or path.startswith("<"):
+        return ""
+    folder = os.path.dirname(os.path.abspath(path))
+    depth = module_name.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+    for _ in range(depth):
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def _facts_key(ctx: FileContext) -> str:
+    """`root::module` so that `utils` of scripts/ and `utils` of tools/ stay apart."""
+    root = _module_root(ctx.path, ctx.module_name)
+    return f"{root}::{ctx.module_name}" if root else ctx.module_name
+
+
+def _visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, List[str]]]:
+    """Modules of other files whose functions now take the scaler, as this file can import them:
+    same import root first; another root only when no other root has a module of that name."""
+    mine = _module_root(ctx.path, ctx.module_name)
+    by_name: Dict[str, List[Tuple[str, str, List[str]]]] = {}
+    for key, fns in facts.scaler_functions.items():
+        root, _, name = key.rpartition("::")
+        by_name.setdefault(name, []).append((key, root, fns))
+    out: Dict[str, Tuple[str, List[str]]] = {}
+    for name, entries in by_name.items():
+        if name == ctx.module_name and any(root == mine for _, root, _ in entries):
+            continue  # this very file
+        same = [e for e in entries if e[1] == mine]
+        pick = same or (entries if len(entries) == 1 else [])
+        for key, _, fns in pick:
+            out[key] = (name, fns)
+    return out

@@ -103,3 +103,33 @@ def test_callee_and_caller_pick_different_scaler_names(tmp_path):
     main = (tmp_path / "main.py").read_text()
     assert "grad_scaler = torch.amp.GradScaler(\"cuda\")" in main
     assert "train_one_epoch(model, loader, optimizer, scaler=grad_scaler)" in main
+
+
+def test_same_module_name_in_two_script_folders(tmp_path):
+    # scripts/utils.py takes the scaler after the rewrite; tools/utils.py has nothing to do with apex
+    _write(tmp_path, "scripts/utils.py", '''
+        from apex import amp
+
+
+        def save(path, model):
+            return {"model": model.state_dict(), "amp": amp.state_dict()}
+    ''')
+    _write(tmp_path, "scripts/train.py", '''
+        from apex import amp
+        from utils import save
+        model, optimizer = amp.initialize(model, optimizer)
+        save("x.pt", model)
+    ''')
+    _write(tmp_path, "tools/utils.py", '''
+        def save(path, model):
+            return {"model": model.state_dict()}
+    ''')
+    _write(tmp_path, "tools/export.py", '''
+        import torch
+        from utils import save
+        scaler = torch.amp.GradScaler("cuda")
+        save("y.pt", model)
+    ''')
+    assert _rewrite(tmp_path).returncode == 1
+    assert 'save("x.pt", model, scaler=scaler)' in (tmp_path / "scripts" / "train.py").read_text()
+    assert 'save("y.pt", model)\n' in (tmp_path / "tools" / "export.py").read_text()
