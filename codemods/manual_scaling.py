@@ -15,6 +15,8 @@ and optimizer wrappers that own the backward) is reported with the concrete repl
 """
 from __future__ import annotations
 
+import ast
+
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -156,6 +158,11 @@ class ManualLossScalingToGradScaler(Codemod):
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
     CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512")
     PREFILTER = (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half")
+
+    def wants(self, data: bytes, module_name: str = "") -> bool:
+        """Second stage on the stdlib AST: apex's fp16_utils names, a `(loss * S).backward()` (directly or
+        through the assignment before it), or a class with both `backward` and `step` methods."""
+        return _may_scale_by_hand(data)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
@@ -780,3 +787,31 @@ def _autocast_maker(device: str, dtype: str):
         assert isinstance(head, cst.With)
         return head.with_changes(body=head.body.with_changes(body=stmts))
     return make
+
+
+def _may_scale_by_hand(data: bytes) -> bool:
+    """A superset of the files `_Migration` can act on, decided without libcst."""
+    if b"apex" in data or b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data:
+        return True
+    if b"backward" not in data:
+        return False
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True
+    products: Set[str] = set()
+    receivers: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            recv = node.func.value
+            if isinstance(recv, ast.BinOp) and isinstance(recv.op, ast.Mult):
+                return True
+            if isinstance(recv, ast.Name):
+                receivers.add(recv.id)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult):
+            products.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ClassDef):
+            methods = {b.name for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            if {"backward", "step"} <= methods:
+                return True
+    return bool(products & receivers)
