@@ -499,10 +499,33 @@ _FP16_CASTS_B = re.compile(FP16_CASTS.pattern.encode())
 _INF_WORDS = ("inf", "+inf", "-inf", "infinity", "-infinity")
 
 
+def _ast_big(node: ast.AST, threshold: float = FP16_MAX) -> bool:
+    """The stdlib-AST twin of `_big`: a spelled constant beyond `threshold` (or an infinity)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _ast_big(node.operand, threshold)
+    if isinstance(node, ast.Constant):
+        v = node.value
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) >= threshold
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        return True  # 2 ** 30 and friends: let the real lint decide
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args:
+        a = node.args[0]
+        if isinstance(a, ast.Constant) and str(a.value).strip().lower() in _INF_WORDS:
+            return True
+        return _ast_big(a, threshold)
+    if isinstance(node, ast.Attribute) and node.attr in ("min", "max") and isinstance(node.value, ast.Call):
+        f = node.value.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        return name == "finfo"
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return (node.id if isinstance(node, ast.Name) else node.attr) in ("inf", "infty")
+    return False
+
+
 def _may_have_hazard(data: bytes) -> bool:
-    """A superset of what `_Lint` reports, decided on the stdlib AST: mixed-precision code that holds a
-    constant beyond fp16's range, BCE, a half cast, a non-finite check next to a scaler, or clipping
-    next to a scaler. Undecidable input (syntax errors) goes on to libcst, which reports it."""
+    """A superset of what `_Lint` reports, decided on the stdlib AST: mixed-precision code with a
+    big constant in a mask function, a subscript assignment or a product; BCE; a half cast; a
+    non-finite check or clipping next to a scaler. Syntax errors go on to libcst, which reports them."""
     if not _MIXED_PRECISION_B.search(data):
         return False
     if _FP16_CASTS_B.search(data):
@@ -513,28 +536,27 @@ def _may_have_hazard(data: bytes) -> bool:
         return True
     scaled = b".scale(" in data
     for node in ast.walk(tree):
-        t = type(node)
-        if t is ast.Constant:
-            v = node.value  # type: ignore[attr-defined]
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) >= 1e4:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            if _ast_big(node.left, 1e4) or _ast_big(node.right, 1e4):
                 return True
-        elif t is ast.BinOp and isinstance(node.op, ast.Pow):  # type: ignore[attr-defined]
-            return True  # 2 ** 30 style constants
-        elif t is ast.Name or t is ast.Attribute:
-            name = node.id if t is ast.Name else node.attr  # type: ignore[attr-defined]
-            if name.endswith("BCELoss") or name == "binary_cross_entropy" or name == "finfo":
+        elif isinstance(node, ast.Assign):
+            if any(isinstance(t, ast.Subscript) for t in node.targets) and _ast_big(node.value):
+                return True
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in MASK_FUNCS and any(_ast_big(a) for a in list(node.args) + [k.value for k in node.keywords]):
+                return True
+            if name.endswith("BCELoss") or name == "binary_cross_entropy":
                 return True
             if scaled and (name in ("isnan", "isinf", "isfinite") or name in CLIP_FUNCS):
                 return True
-            if name in ("inf", "infty"):
-                return True
-        elif t is ast.Call:
-            f = node.func  # type: ignore[attr-defined]
-            if isinstance(f, ast.Name) and f.id == "float" and node.args and isinstance(  # type: ignore[attr-defined]
-                    node.args[0], ast.Constant) and str(node.args[0].value).strip().lower() in _INF_WORDS:  # type: ignore[attr-defined]
-                return True
             if isinstance(f, ast.Attribute) and (f.attr == "half" or f.attr in ("to", "type") and any(
                     "float16" in ast.dump(a) or "half" in ast.dump(a).lower()
-                    for a in list(node.args) + [k.value for k in node.keywords])):  # type: ignore[attr-defined]
+                    for a in list(node.args) + [k.value for k in node.keywords])):
+                return True
+        elif isinstance(node, (ast.Name, ast.Attribute)):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name.endswith("BCELoss") or name == "binary_cross_entropy":
                 return True
     return False
