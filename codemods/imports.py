@@ -155,6 +155,8 @@ class RemoveApexImports(Codemod):
             new_module = _strip_leading_blank_lines(new_module)
         if guard_comparisons or any(uses.get(f) for f in flags):
             new_module = new_module.visit(_FoldStatements(FoldApexGuards(flags, locals_)))
+        if not _install_guard_candidates(module):
+            return new_module
         return _unwrap_install_guards(new_module, ctx, report=False)
 
     def _star_findings(self, star, uses, ctx: FileContext, plan: EditPlan) -> None:
@@ -238,14 +240,24 @@ def _mentions_apex(node: cst.CSTNode) -> bool:
     return found
 
 
+def _install_guard_candidates(module: cst.Module) -> bool:
+    """Whether `module` has a `try` whose ImportError handler mentions apex (cheap, from the index)."""
+    from .index import ModuleIndex
+
+    for t in ModuleIndex.of(module).tries:
+        for h in t.handlers:
+            if h.type is not None and (dotted_name(h.type) or "") in ("ImportError", "ModuleNotFoundError") \
+                    and _mentions_apex(h):
+                return True
+    return False
+
+
 def _unwrap_install_guards(module: cst.Module, ctx: FileContext, report: bool = True) -> cst.Module:
     """`try: <imports> except ImportError: raise ImportError("install apex")` -> the imports alone.
 
     Left behind when an apex import inside the guard was replaced by its torch equivalent.
     """
-    from .index import ModuleIndex
-
-    if not any("apex" in s.value.lower() for s in ModuleIndex.of(module).strings):
+    if not _install_guard_candidates(module):
         return module
     plan = EditPlan()
 

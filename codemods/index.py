@@ -32,6 +32,7 @@ class ModuleIndex(cst.CSTVisitor):
         self.withs: List[cst.With] = []
         self.decorators: List[cst.Decorator] = []
         self.ifs: List[cst.If] = []
+        self.tries: List[cst.Try] = []
         self.strings: List[cst.SimpleString] = []
         self.imports: List[cst.CSTNode] = []  # Import and ImportFrom nodes, anywhere
         self.tables: Dict[str, object] = {}  # ImportTable per module name (see names.ImportTable.of)
@@ -75,6 +76,8 @@ class ModuleIndex(cst.CSTVisitor):
             self.decorators.append(node)  # type: ignore[arg-type]
         elif t is cst.If:
             self.ifs.append(node)  # type: ignore[arg-type]
+        elif t is cst.Try:
+            self.tries.append(node)  # type: ignore[arg-type]
         elif t is cst.SimpleString:
             self.strings.append(node)  # type: ignore[arg-type]
         elif t is cst.Import or t is cst.ImportFrom:
