@@ -299,7 +299,6 @@ class _Analysis:
     # -- initialize -----------------------------------------------------------------------------
     def plan_initialize(self, site: _Site) -> None:
         call = site.call
-        ctx = self.ctx
         stmt = site.stmt
         if has_star_args(call) or any(a.keyword is None for a in call.args[2:]):
             self.report(call, R.UNSUPPORTED, "`amp.initialize` with *args or extra positional arguments: migrate by hand")

@@ -8,14 +8,14 @@ FP16_Optimizer and the fp16_utils model casts belong to `manual_scaling` (one pa
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
+from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .index import ModuleIndex
-from .names import ImportTable, assigned_names, code_of, dotted_name, literal_number
+from .names import ImportTable, assigned_names, code_of, dotted_name
 
 # -- rules ---------------------------------------------------------------------------------------
 

@@ -12,11 +12,11 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
+from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
 from .index import ModuleIndex, parent_mapping
-from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr, parse_stmt
+from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr
 
 DDP_TORCH = "torch.nn.parallel.DistributedDataParallel"
 SYNCBN_TORCH = "torch.nn.SyncBatchNorm"
@@ -359,7 +359,6 @@ class ApexParallelToTorchDDP(Codemod):
                                "torch.nn.parallel / torch.nn / torch.distributed instead")
 
         # which local names (bound by `from apex.parallel import X as N`) may have their import replaced
-        call_nodes = {id(c) for c, _ in refs.calls}
         replace_names: Dict[str, Tuple[str, str, str]] = {}  # local -> (apex qualified, torch module, torch name)
         blocked: Set[str] = set()
         name_calls: Dict[str, List[Tuple[cst.Call, str]]] = {}

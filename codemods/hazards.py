@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import PositionProvider

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set
 
 import libcst as cst
 from libcst.metadata import PositionProvider

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods.base import FIX, FileContext, Finding, Options, RepoFacts
+from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.registry import CODEMODS, may_need_work
 from codemods.suppression import Suppressions
 
