@@ -6,7 +6,11 @@ with capture plus CUDA-on-CPU simulation; it prints the median in-loop step time
 the capture adds no more than 5% (compare "probe" with "plain + deterministic": determinism is a
 deliberate harness setting and its cost belongs to torch's kernels, not to the probe).
 
-    python benchmarks/probe_overhead.py [--steps 300] [--repeats 3]
+    python benchmarks/probe_overhead.py [--steps 300] [--repeats 3] [--width 128] [--batch 32]
+
+The probe's cost is a constant per step (about 0.15 ms here), so its share shrinks as steps grow:
+the default toy step (~1 ms) shows the worst case; `--width 1024 --batch 256` gives a step closer to
+a real model's.
 """
 import argparse
 import os
@@ -28,10 +32,12 @@ if os.environ.get("BENCH_DETERMINISTIC"):  # what the probe's seeding turns on, 
     torch.utils.deterministic.fill_uninitialized_memory = False
 torch.manual_seed(0)
 steps = int(sys.argv[1])
-model = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Linear(128, 10))
+width, batch = int(sys.argv[2]), int(sys.argv[3])
+model = nn.Sequential(nn.Linear(64, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                      nn.Linear(width, 10))
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 scaler = torch.amp.GradScaler("cpu")
-x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
 times = []
 for i in range(steps):
     t = time.perf_counter()
@@ -49,11 +55,11 @@ print("MEDIAN", times[len(times) // 2])
 '''
 
 
-def run(script, steps, env_extra):
+def run(script, steps, env_extra, width=128, batch=32):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("APEX2AMP_OUT", None)
     env.update(env_extra)
-    out = subprocess.run([sys.executable, script, str(steps)], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, script, str(steps), str(width), str(batch)], env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.split("MEDIAN")[1].split()[0])
 
 
@@ -61,6 +67,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--width", type=int, default=128, help="hidden width (step time grows with it)")
+    ap.add_argument("--batch", type=int, default=32)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "loop.py")
@@ -72,7 +80,7 @@ def main():
         results = {}
         for _ in range(a.repeats):  # interleave the configurations so machine load hits them alike
             for name, env in configs:
-                results.setdefault(name, []).append(run(script, a.steps, env))
+                results.setdefault(name, []).append(run(script, a.steps, env, a.width, a.batch))
     base = statistics.median(results["plain"])
     det = statistics.median(results["plain + deterministic"])
     print("%-26s %12s %14s %18s" % ("configuration", "step (ms)", "vs plain", "vs deterministic"))
