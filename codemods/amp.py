@@ -102,6 +102,7 @@ class _Analysis:
         self.scaler_global = False
         self.cond: Optional[cst.BaseExpression] = None
         self.has_init = False
+        self.scaler_off = False
 
     # -- tree helpers ---------------------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -378,6 +379,7 @@ class _Analysis:
         legacy_scaler = self.ctx.options.grad_scaler_callee.startswith("torch.cuda.")
         scaler_args: List[str] = [] if legacy_scaler else [f'"{self.device}"']
         ls = arg_by(call, 99, "loss_scale")
+        scaler_off = False
         if ls is not None:
             num = literal_number(ls.value)
             s = literal_string(ls.value)
@@ -390,8 +392,7 @@ class _Analysis:
                 pass
             elif num is not None:
                 if num == 1.0:
-                    cond_list = [_expr("False")]
-                    self.cond = _expr("False")
+                    scaler_off = True  # apex scaled by 1.0: casting on, no loss scaling
                 else:
                     scaler_args.append(f"init_scale={_code(ls.value) if s is None else repr(num)}")
                     scaler_args.append("growth_interval=2**30")
@@ -404,7 +405,10 @@ class _Analysis:
         for a in call.args:
             if a.keyword is not None and a.keyword.value in REPORTED_INIT_KWARGS:
                 self.report(a, R.OPTIONS, f"`{a.keyword.value}` has no GradScaler equivalent and was dropped")
-        if self.cond is not None:
+        self.scaler_off = scaler_off
+        if scaler_off:
+            scaler_args.append("enabled=False")
+        elif self.cond is not None:
             scaler_args.append(f"enabled={_code(self.cond)}")
         self.has_init = True
         new_stmts: List[cst.BaseStatement] = []
@@ -607,7 +611,7 @@ class _Analysis:
         params = param_names(func) if func is not None else set()
         if free <= (params | self.module_globals()):
             return _code(self.cond)
-        if self.use_scaler:
+        if self.use_scaler and not self.scaler_off:
             return f"{self.scaler_expr()}.is_enabled()"
         return None
 
