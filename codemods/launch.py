@@ -23,7 +23,7 @@ from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
 from .index import ModuleIndex, parent_mapping
-from .names import (ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
+from .names import (names_read, ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
                     norm_code, parse_expr, parse_stmt)
 
 SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
@@ -192,6 +192,7 @@ class SpawnToTorchrun(Codemod):
         new = apply_plan(module, self.plan)
         if self.need_os:
             new = ensure_imports(new, ["os"])
+            new = _drop_unused_multiprocessing_import(new, ctx)
         return new
 
     # -- --local_rank ---------------------------------------------------------------------------------
@@ -268,6 +269,8 @@ class SpawnToTorchrun(Codemod):
             return
         fn_name = sp.fn.value.value if isinstance(sp.fn.value, cst.Name) else None
         fdef = self.funcs.get(fn_name) if fn_name else None
+        if fdef is None and fn_name and _is_param(call, fn_name, self.parents):
+            fdef = self._function_passed_in(call, fn_name)
         if fdef is None:
             where = "passed in as a parameter" if fn_name and _is_param(call, fn_name, self.parents) else \
                 "defined in another module or not a plain function"
@@ -451,6 +454,37 @@ class SpawnToTorchrun(Codemod):
                    "set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE", fixed=True)
 
     # -- helpers ------------------------------------------------------------------------------------------
+    def _function_passed_in(self, call: cst.Call, param: str) -> Optional[cst.FunctionDef]:
+        """`def run_demo(demo_fn, ws): mp.spawn(demo_fn, ...)` called as `run_demo(demo_basic, ...)`: the
+        module function every call site of the helper passes for `param` (None when it differs or is
+        unknown). This is the shape of the PyTorch DDP tutorial."""
+        helper = enclosing(call, self.parents, (cst.FunctionDef,))
+        if helper is None or not isinstance(self.parents.get(self.parents.get(helper)), (cst.Module,)) and \
+                not isinstance(self.parents.get(helper), cst.Module):
+            return None
+        names = [p.name.value for p in helper.params.params]
+        if param not in names:
+            return None
+        index = names.index(param)
+        passed: Set[str] = set()
+        sites = 0
+        for c in self.index.calls:
+            if not (isinstance(c.func, cst.Name) and c.func.value == helper.name.value):
+                continue
+            sites += 1
+            arg = next((a for a in c.args if a.keyword is not None and a.keyword.value == param), None)
+            if arg is None:
+                positional = [a for a in c.args if a.keyword is None]
+                if any(a.star for a in positional) or index >= len(positional):
+                    return None
+                arg = positional[index]
+            if not isinstance(arg.value, cst.Name):
+                return None
+            passed.add(arg.value.value)
+        if sites == 0 or len(passed) != 1:
+            return None
+        return self.funcs.get(passed.pop())
+
     def _calls_in(self, node: cst.CSTNode) -> List[cst.Call]:
         """Every call in `node`'s subtree (itself included), in tree order, like `iter_calls(node)`;
         from the shared index (one pass over its calls and their ancestors), not a walk of the subtree."""
@@ -677,3 +711,44 @@ def _argparse_options(module: cst.Module) -> Dict[str, Dict]:
                 info["action"] = literal_string(a.value)
         out.setdefault(dest, info)
     return out
+
+
+class _DropImports(cst.CSTTransformer):
+    """Remove whole `import torch.multiprocessing as mp` / `from torch import multiprocessing as mp`
+    statements whose bound names are in `unused` (only statements that bind nothing else)."""
+
+    def __init__(self, unused: Set[str]):
+        super().__init__()
+        self.unused = unused
+        self.removed = 0
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        if len(updated.body) != 1 or not isinstance(updated.body[0], (cst.Import, cst.ImportFrom)):
+            return updated
+        imp = updated.body[0]
+        if isinstance(imp.names, cst.ImportStar):
+            return updated
+        bound = set()
+        for a in imp.names:
+            if a.asname is not None and isinstance(a.asname.name, cst.Name):
+                bound.add(a.asname.name.value)
+            else:
+                bound.add((dotted_name(a.name) or "").split(".")[0] if isinstance(imp, cst.Import)
+                          else dotted_name(a.name) or "")
+        if bound and bound <= self.unused:
+            self.removed += 1
+            return cst.RemovalSentinel.REMOVE
+        return updated
+
+
+def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext) -> cst.Module:
+    """The spawn is gone: an import of torch.multiprocessing that nothing uses any more goes too."""
+    table = ImportTable(module, ctx.module_name)
+    locals_ = {n for n in table.names_under("torch.multiprocessing") if n != "torch"}
+    if not locals_:
+        return module
+    used = names_read(module)
+    unused = {n for n in locals_ if n not in used}
+    if not unused:
+        return module
+    return module.visit(_DropImports(unused))
