@@ -23,6 +23,7 @@ CASES = {
     # name: (entry script, script args, how the legacy side is launched)
     "tutorial_spawn": ("train.py", ["--backend", "gloo", "--device", "cpu", "--nprocs", "2", "--steps", "4"], "self"),
     "launch_local_rank": ("train.py", ["--backend", "gloo", "--device", "cpu", "--steps", "4"], "launch"),
+    "ddp_tutorial": ("train.py", [], "self"),
     "imagenet_apex": ("main.py", ["--multiprocessing-distributed", "--dist-backend", "gloo", "--device", "cpu",
                                   "--cpu-procs", "2", "--world-size", "1", "--rank", "0", "--steps", "4"], "self"),
 }
@@ -58,7 +59,8 @@ def run_legacy(folder: str, name: str) -> dict:
     port = _free_port()
     script = os.path.join(folder, entry)
     if how == "self":
-        extra = ["--port", str(port)] if name == "tutorial_spawn" else ["--dist-url", f"tcp://127.0.0.1:{port}"]
+        extra = ["--port", str(port)] if name == "tutorial_spawn" else \
+            [] if name == "ddp_tutorial" else ["--dist-url", f"tcp://127.0.0.1:{port}"]
         cmd = [sys.executable, script] + args + extra
     else:
         cmd = [sys.executable, "-m", "torch.distributed.launch", "--use-env", "--nproc_per_node=2",
@@ -98,7 +100,7 @@ def _rewrite_copy(name: str, tmp_path) -> str:
     return str(dst)
 
 
-@pytest.mark.parametrize("name", ["tutorial_spawn", "launch_local_rank"])
+@pytest.mark.parametrize("name", ["tutorial_spawn", "launch_local_rank", "ddp_tutorial"])
 def test_rewriter_output_runs_under_torchrun(name, tmp_path):
     """The rewrite of the legacy script is the hand-migrated twin (which runs under torchrun above);
     should it ever differ in text, it must still run under torchrun with the twin's losses."""
