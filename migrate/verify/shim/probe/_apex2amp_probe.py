@@ -32,12 +32,17 @@ class _Recorder(object):
         self.shim_stepped = set()
         self.scaler_stepped = {}     # optimizer id -> losses recorded when GradScaler.step()ed it (since update())
         self.finished = False
+        self._rank = None
+        self._flushed = 0.0
 
     def rank(self):
+        if self._rank is not None:
+            return self._rank
         try:
             import torch.distributed as dist
             if dist.is_available() and dist.is_initialized():
-                return dist.get_rank()
+                self._rank = dist.get_rank()  # fixed once the process group exists
+                return self._rank
         except Exception:
             pass
         return int(os.environ.get("RANK", "0") or 0)
@@ -45,8 +50,14 @@ class _Recorder(object):
     def _write(self, obj):
         if self.fh is None:
             self.fh = open(os.path.join(self.out_dir, "records-%d.jsonl" % os.getpid()), "a")
+            self._flushed = time.perf_counter()
         self.fh.write(json.dumps(obj) + "\n")
-        self.fh.flush()
+        now = time.perf_counter()
+        # a flush (a system call) per step is measurable on millisecond steps: flush at most twice a
+        # second here, and always in finish() (end of run, crash, the step-N cut)
+        if now - self._flushed > 0.5:
+            self.fh.flush()
+            self._flushed = now
 
     def loss(self, value, scale=None):
         self.losses.append(value)
