@@ -71,11 +71,16 @@ UNSCALE = rule(
     why="""
 apex unscaled gradients when `scale_loss` exited, so clipping right after it saw true gradients. Native
 gradients stay scaled until `scaler.unscale_(opt)`; clipping scaled gradients shrinks the effective
-clip value by the scale (65536). `unscale_` is inserted once per optimizer before the first clip of
-the step. With an fp32 model the master params are the model's params.""",
+clip value by the scale (65536). `unscale_` is inserted once per optimizer and step: right after the
+backward when the step follows in the same iteration (where apex unscaled), or at the start of the
+accumulation boundary block. Any call that reads `amp.master_params(opt)` (grad-norm logging) counts as
+a gradient reader too. With an fp32 model the master params are the model's params.""",
     before="""
+with amp.scale_loss(loss, optimizer) as scaled_loss:
+    scaled_loss.backward()
 torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm)""",
     after="""
+scaler.scale(loss).backward()
 scaler.unscale_(optimizer)
 torch.nn.utils.clip_grad_norm_((p for g in optimizer.param_groups for p in g["params"]), max_norm)""")
 
