@@ -480,7 +480,7 @@ def run(paths: Sequence[str], config: RunConfig,
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts) for d, s in zip(files, screened)]
         todo = [(d, config, facts) for d, (step, _) in zip(files, screened) if step != _SKIP]
-        processed = pool.map(_process_task, todo, _process_crashed)
+        processed = pool.map(_process_task, todo, _process_crashed, weight=_file_weight)
         for d, (step, early) in zip(files, screened):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
@@ -490,6 +490,14 @@ def run(paths: Sequence[str], config: RunConfig,
             if on_result:
                 on_result(fr)
     return result
+
+
+def _file_weight(task: Tuple[Any, ...]) -> float:
+    """Bytes of the task's file (big files first in the pool)."""
+    try:
+        return float(os.path.getsize(task[0].path))
+    except OSError:
+        return 0.0
 
 
 def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]], facts: RepoFacts

@@ -61,10 +61,13 @@ class FilePool:
             self._executor = ProcessPoolExecutor(max_workers=min(self.jobs, max(1, n)), mp_context=_context())
         return self._executor
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R]) -> Iterator[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],
+            weight: Optional[Callable[[T], float]] = None) -> Iterator[R]:
         """`fn(item)` for each item, yielded in input order as results become available.
 
-        `fn` must be a module-level function (it is pickled by reference) and must not raise.
+        `fn` must be a module-level function (it is pickled by reference) and must not raise. With
+        `weight`, the heaviest items are submitted first (a few large files then do not end the run
+        on one busy worker while the others idle); results still come back in input order.
         """
         if not self.parallel_for(len(items)):
             for item in items:
@@ -74,7 +77,12 @@ class FilePool:
         last_failed: Optional[int] = None
         while start < len(items):
             rest = items[start:]
-            futures = [self._start(len(rest)).submit(fn, item) for item in rest]
+            order = range(len(rest)) if weight is None else sorted(
+                range(len(rest)), key=lambda i: -weight(rest[i]))  # type: ignore[misc]
+            executor = self._start(len(rest))
+            futures: list = [None] * len(rest)
+            for i in order:
+                futures[i] = executor.submit(fn, rest[i])
             broke_at: Optional[int] = None
             for k, fut in enumerate(futures):
                 try:
