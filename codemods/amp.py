@@ -698,6 +698,7 @@ class _Analysis:
                 node = next(s.call for s in self.sites if s.kind == "scale_loss")
                 self.report(node, R.STEP_MISSING, "the amp optimizer's `step()` is not in this module: call "
                                                   "`scaler.step(optimizer)` and `scaler.update()` there")
+                self._unsafe = "the optimizer would step on scaled gradients"
             return
         if not self.use_scaler:
             return
@@ -768,6 +769,7 @@ class _Analysis:
             if opt is None:
                 self.report(clip, R.CLIP_ELSEWHERE, "gradients are still scaled here: call `scaler.unscale_(optimizer)` "
                                                     "before clipping")
+                self._unsafe = "a gradient read whose optimizer step is not found"
                 continue
             # collapse `if fp16: clip(amp.master_params(o)) else: clip(model.parameters())`
             target_stmt: cst.CSTNode = stmt
@@ -785,6 +787,7 @@ class _Analysis:
             if step is not None and window is None:
                 self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
                                                     f"boundary: move it next to the step after `scaler.unscale_({opt})`")
+                self._unsafe = "a gradient clip outside the step's window would clip scaled gradients"
                 continue
             if replacement is not None:
                 self.plan.replace_stmt[target_stmt] = [replacement]
@@ -1065,6 +1068,7 @@ class _Analysis:
         self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
         self._cross_params: Dict[int, str] = {}
         self._threading_failed: Optional[str] = None
+        self._unsafe: Optional[str] = None
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1106,6 +1110,12 @@ class _Analysis:
         self.plan_clipping()
         self.plan_others()
         self.report_decorators()
+        if self._unsafe:
+            self.report(self.sites[0].call, R.UNSUPPORTED, f"{self._unsafe}: this module's amp code is left as it "
+                                                           "is; fix the findings above by hand (or restructure) "
+                                                           "and rerun")
+            self._abort_all()
+            return
         self.plan_threading()
         if self._threading_failed:
             node = self.init_func or self.module
