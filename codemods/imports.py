@@ -15,6 +15,7 @@ import libcst as cst
 from . import amp_rules as R
 from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
+from .index import ModuleIndex
 from .guards import FoldApexGuards, apex_flags, apex_locals, is_const
 from .names import ImportTable, dotted_name, names_read
 
@@ -132,6 +133,22 @@ class RemoveApexImports(Codemod):
                     seen_lines.add(line)
                     ctx.report(use, R.LEFTOVER.code, f"apex `{name}` still used here: migrate this use by hand "
                                                      "(see `apex2amp explain` of the other findings on this line)")
+            # imports of names nothing uses any more still go, unless they sit in a guard (try/except)
+            index = ModuleIndex.of(module)
+            done: Set[int] = set()
+            for name in sorted(removable):
+                for stmt in table.statements.get(name, []):
+                    if id(stmt) in done or any(isinstance(a, cst.Try) for a in index.ancestors(stmt)):
+                        continue
+                    done.add(id(stmt))
+                    bound = _bound_names(stmt)
+                    if not bound <= removable:
+                        new = _without_names(stmt, removable)
+                        if new is not None:
+                            plan.replace_node[stmt] = new
+                    else:
+                        plan.remove(stmt)
+                    ctx.report(stmt, R.APEX_IMPORT.code, "unused apex import removed", fixed=True)
             self._star_findings(star, uses, ctx, plan)
             return apply_plan(module, plan) if plan else module
         # every apex name is unused: remove imports, fallbacks, guards; fold flags elsewhere
@@ -298,3 +315,15 @@ def _strip_leading_blank_lines(module: cst.Module) -> cst.Module:
     if header and all(h.comment is None for h in header):
         header = []
     return module.with_changes(header=header, body=[first.with_changes(leading_lines=lead)] + list(module.body[1:]))
+
+
+def _bound_names(stmt: cst.CSTNode) -> Set[str]:
+    """Local names an import statement binds."""
+    out: Set[str] = set()
+    if isinstance(stmt, cst.Import):
+        for a in stmt.names:
+            out.add(a.asname.name.value if a.asname else (dotted_name(a.name) or "").split(".")[0])  # type: ignore[union-attr]
+    elif isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
+        for a in stmt.names:
+            out.add(a.asname.name.value if a.asname else dotted_name(a.name) or "")  # type: ignore[union-attr]
+    return out
