@@ -19,7 +19,7 @@ from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .importing import ensure_imports
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
-                    literal_string, names_read, norm_code)
+                    literal_string, names_read, norm_code, sole_call)
 
 AMP = "apex.amp"
 CLIP_FUNCS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
@@ -227,18 +227,20 @@ class _Analysis:
     def _branch_has_apex(self, body: cst.CSTNode) -> bool:
         return any(self.index.contains(body, s.call) for s in self.sites)
 
+    def chain_top(self, node: cst.If) -> cst.If:
+        """The `if` that starts the if/elif chain `node` belongs to."""
+        p = self.parent(node)
+        while isinstance(p, cst.If) and p.orelse is node:
+            node, p = p, self.parent(p)
+        return node
+
     def _if_chain(self, node: cst.CSTNode) -> Tuple[Optional[cst.If], List[Tuple[Optional[cst.BaseExpression], cst.CSTNode]]]:
         """The outermost if/elif chain whose branch body holds `node`, with its (test, body) branches."""
         cur = self.parent(node)
         found: Optional[cst.If] = None
         while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Module)):
             if isinstance(cur, cst.If):
-                top = cur
-                p = self.parent(top)
-                while isinstance(p, cst.If) and p.orelse is top:
-                    top = p
-                    p = self.parent(top)
-                found = top
+                found = self.chain_top(cur)
                 break
             cur = self.parent(cur)
         if found is None:
@@ -286,12 +288,7 @@ class _Analysis:
                 # body vs orelse
                 if self.index.contains(cur.body, stmt):
                     conds.insert(0, cur.test)
-                    top = cur
-                    p = self.parent(top)
-                    while isinstance(p, cst.If) and p.orelse is top:
-                        top = p
-                        p = self.parent(top)
-                    outer = top
+                    outer = self.chain_top(cur)
                 else:
                     break
             cur = self.parent(cur)
@@ -1208,19 +1205,12 @@ def _single_backward(body: Sequence[cst.CSTNode], tname: Optional[str]) -> Optio
     """The `X.backward(...)` call when `body` is exactly that one statement (X = tname when given)."""
     if len(body) != 1:
         return None
-    call = _only_call(body[0])
+    call = sole_call(body[0])
     if call is None or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "backward":
         return None
     if tname is not None and not (isinstance(call.func.value, cst.Name) and call.func.value.value == tname):
         return None
     return call
-
-
-def _only_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
-            and isinstance(stmt.body[0].value, cst.Call):
-        return stmt.body[0].value
-    return None
 
 
 def _paren_for_attr(e: cst.BaseExpression) -> cst.BaseExpression:

@@ -89,8 +89,9 @@ rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatic
      fixes=False, severity=WARNING,
      why="""
 join=False (the ProcessContext is used), a start method other than spawn, start_processes, a spawned
-function passed in as a parameter or defined in another module, or a spawn whose result is used cannot
-be mapped to torchrun mechanically. Call the function with int(os.environ["LOCAL_RANK"]) yourself and
+function defined in another module (or passed in as a parameter when the helper's call sites in this
+file do not all pass the same function), or a spawn whose result is used cannot be mapped to torchrun
+mechanically. Call the function with int(os.environ["LOCAL_RANK"]) yourself and
 launch with torchrun.""",
      before="ctx = mp.spawn(fn, nprocs=n, join=False)",
      after='fn(int(os.environ["LOCAL_RANK"]))  # launched by torchrun --nproc_per_node=n')
@@ -561,7 +562,6 @@ class SpawnToTorchrun(Codemod):
                 a = stmt.body[0]
                 if len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name) and a.targets[0].target.value == name:
                     return a
-            from .names import names_read
             if name in names_read(stmt):
                 return None
         return None

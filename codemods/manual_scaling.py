@@ -26,7 +26,7 @@ from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .hazards import FileText
 from .index import ModuleIndex, parent_mapping
-from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code
+from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -137,13 +137,6 @@ def _block_of(stmt: cst.CSTNode, parents) -> Optional[Sequence[cst.CSTNode]]:
     p = parents.get(stmt)
     if isinstance(p, (cst.IndentedBlock, cst.Module)):
         return p.body
-    return None
-
-
-def _expr_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
-            and isinstance(stmt.body[0].value, cst.Call):
-        return stmt.body[0].value
     return None
 
 
@@ -305,12 +298,12 @@ class _Migration:
                 if len(parent.args) != 1 or parent.args[0].keyword or parent.args[0].star:
                     return "optimizer.backward() is called with extra arguments"
                 line = _stmt_line(parent, self.parents)
-                if _expr_call(line) is not parent:
+                if sole_call(line) is not parent:
                     return "optimizer.backward(...) is not a statement of its own"
                 backwards.append((line, parent.args[0].value))
             elif name == "step" and is_call:
                 line = _stmt_line(parent, self.parents)
-                if parent.args or _expr_call(line) is not parent:
+                if parent.args or sole_call(line) is not parent:
                     return "optimizer.step() takes a closure or is used as a value"
                 steps.append(line)
             elif name == "clip_master_grads" and is_call:
@@ -544,7 +537,7 @@ class _Migration:
             prod = recv if isinstance(recv, cst.BinaryOperation) else None
             scaled_stmt = None
             line = _stmt_line(c, self.parents)
-            if line is None or _expr_call(line) is not c:
+            if line is None or sole_call(line) is not c:
                 continue
             block = _block_of(line, self.parents)
             if block is None:
@@ -616,7 +609,7 @@ class _Migration:
             if loop_i is None and isinstance(s, cst.For) and _divides_grads(s, scale):
                 loop_i = j
                 continue
-            c = _expr_call(s)
+            c = sole_call(s)
             if c is not None and isinstance(c.func, cst.Attribute) and c.func.attr.value == "step" and not c.args:
                 step_i, opt = j, dotted_name(c.func.value)
                 break

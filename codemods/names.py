@@ -247,6 +247,14 @@ def arg_by(call: cst.Call, index: int, keyword: str) -> Optional[cst.Arg]:
     return None
 
 
+def sole_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
+    """The call when `stmt` is a statement line holding exactly one call expression (`f(x)`)."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+            and isinstance(stmt.body[0].value, cst.Call):
+        return stmt.body[0].value
+    return None
+
+
 def has_star_args(call: cst.Call) -> bool:
     return any(a.star for a in call.args)
 
