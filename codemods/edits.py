@@ -80,7 +80,9 @@ class _Apply(cst.CSTTransformer):
         self.plan = plan
         self.needed = needed
         self.produced: Dict[int, int] = {}  # id(original stmt) -> how many statements it became
-        self.emptied: set = set()  # ids of updated blocks that our removals emptied
+        # blocks our removals emptied, by id, holding the block itself: a bare id of a temporary node
+        # can be reused by another node once the first is freed, and would mark an unrelated block
+        self.emptied: Dict[int, cst.CSTNode] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # subtrees without any planned edit are kept as they are, unvisited
@@ -174,7 +176,7 @@ class _Apply(cst.CSTTransformer):
         body = self._regroup(original_node.body, updated_node.body)
         if not body:
             new = updated_node.with_changes(body=[_pass_stmt()])
-            self.emptied.add(id(new))
+            self.emptied[id(new)] = new
             return new
         return updated_node.with_changes(body=body)
 
@@ -182,7 +184,7 @@ class _Apply(cst.CSTTransformer):
                                    updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
         if not updated_node.body:
             new = updated_node.with_changes(body=[cst.Pass()])
-            self.emptied.add(id(new))
+            self.emptied[id(new)] = new
             return new
         return updated_node
 
@@ -201,14 +203,17 @@ class _Apply(cst.CSTTransformer):
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         return updated_node.with_changes(body=self._regroup(original_node.body, updated_node.body))
 
+    def _was_emptied(self, block: cst.CSTNode) -> bool:
+        return self.emptied.get(id(block)) is block
+
     def _clean_compound(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """Drop compound statements that our removals emptied."""
         if isinstance(node, cst.If):
-            body_empty = id(node.body) in self.emptied
+            body_empty = self._was_emptied(node.body)
             orelse = node.orelse
             if orelse is not None:
                 ob = orelse.body
-                if isinstance(orelse, cst.Else) and id(ob) in self.emptied:
+                if isinstance(orelse, cst.Else) and self._was_emptied(ob):
                     node = node.with_changes(orelse=None)
                     orelse = None
             if body_empty and orelse is None:
@@ -219,10 +224,10 @@ class _Apply(cst.CSTTransformer):
                 return node.with_changes(test=neg, body=orelse.body, orelse=None)
             return node
         if isinstance(node, cst.Try):
-            if id(node.body) in self.emptied:
+            if self._was_emptied(node.body):
                 return None
             return node
-        if isinstance(node, (cst.With, cst.For, cst.While)) and id(node.body) in self.emptied:
+        if isinstance(node, (cst.With, cst.For, cst.While)) and self._was_emptied(node.body):
             return node
         return node
 
