@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
-from .index import ModuleIndex, parent_mapping
+from .index import ModuleIndex, parent_mapping, positions_of
 from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr
 
 DDP_TORCH = "torch.nn.parallel.DistributedDataParallel"
@@ -347,7 +346,7 @@ class ApexParallelToTorchDDP(Codemod):
                    for qs in table.bindings.values() for q in qs) and "apex.parallel" not in table.star_modules:
             return module
         parents = parent_mapping(module)
-        positions = wrapper.resolve(PositionProvider)
+        positions = positions_of(module)
         refs = _Refs.of(table, ModuleIndex.of(module))
         plan = EditPlan()
         need_torch = False

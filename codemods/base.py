@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 FIX = "fix"          # the code was rewritten
 WARNING = "warning"  # manual follow-up needed, or behaviour changed in a way the user must know
@@ -186,6 +185,3 @@ class Codemod:
         """Pass 2: return the new module; report findings through ctx.report."""
         raise NotImplementedError
 
-
-def position_map(wrapper: cst.MetadataWrapper) -> Any:
-    return wrapper.resolve(PositionProvider)

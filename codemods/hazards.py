@@ -12,10 +12,9 @@ import re
 from typing import List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from .base import WARNING, Codemod, FileContext, rule
-from .index import ModuleIndex
+from .index import ModuleIndex, positions_of
 from .names import code_of, dotted_name, literal_number
 
 FP16_MAX = 65504.0
@@ -187,7 +186,7 @@ class FileText:
 
     def _text(self) -> str:
         if self._code is None:
-            self._code = self.module.code
+            self._code = ModuleIndex.of(self.module).code
         return self._code
 
     def _cast_calls(self) -> List[str]:
@@ -313,7 +312,7 @@ class _Lint(cst.CSTVisitor):
     def pos(self):
         """Positions, resolved on first use (most files record no clip-order events)."""
         if self._pos is None:
-            self._pos = self.wrapper.resolve(PositionProvider)
+            self._pos = positions_of(self.wrapper.module)
         return self._pos
 
     def _line(self, node: cst.CSTNode) -> int:

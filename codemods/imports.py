@@ -168,7 +168,8 @@ class RemoveApexImports(Codemod):
             plan.remove(s)
         self._star_findings(star, uses, ctx, plan)
         new_module = apply_plan(module, plan) if plan else module
-        if plan and new_module.code.startswith(("\n", "\r\n")) and not module.code.startswith(("\n", "\r\n")):
+        if plan and ModuleIndex.of(new_module).code.startswith(("\n", "\r\n")) \
+                and not ModuleIndex.of(module).code.startswith(("\n", "\r\n")):
             new_module = _strip_leading_blank_lines(new_module)
         if guard_comparisons or any(uses.get(f) for f in flags):
             new_module = new_module.visit(_FoldStatements(FoldApexGuards(flags, locals_)))

@@ -1,26 +1,126 @@
-"""One traversal of a module that every codemod can share: parents, calls, names, definitions.
+"""One traversal of a module that every codemod can share: parents, calls, names, positions, code.
 
-libcst visits are the expensive part of a codemod (a full walk of a 4,000-line file costs about as
-much as parsing it). Codemods that need "every call", "every name" or "the parent of this node" ask
-`ModuleIndex.of(module)` instead of walking the tree again; the index is built once per tree object
-and reused by every codemod that sees the same tree.
+libcst visits are the expensive part of a codemod: a visitor rebuilds every node it passes, so a
+full walk of a 4,000-line file costs about as much as parsing it, and libcst's PositionProvider
+costs twice that. The index is gathered instead during one code generation of the module (a
+custom `CodegenState` whose per-node hooks record the parent stack, the nodes by kind and the
+token span of every node), which gives the module's text, the parent map and the positions in
+one pass at a fraction of that cost. `ModuleIndex.of(module)` builds it once per tree object and
+every codemod that sees the same tree reuses it.
+
+The codegen hooks are libcst internals; when they are missing (another libcst), the index falls
+back to a visitor walk and PositionProvider, with the same results.
 """
 from __future__ import annotations
 
+import bisect
+import re
 from collections import OrderedDict
-from typing import Dict, List, Optional, Set
+from collections.abc import Mapping
+from itertools import accumulate
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
+from libcst._position import CodePosition, CodeRange
+
+try:
+    from libcst._nodes.internal import CodegenState as _CodegenState
+except ImportError:  # pragma: no cover - a libcst without the private codegen state
+    _CodegenState = None  # type: ignore[assignment,misc]
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+# Node kinds the index lists; Name and Attribute also feed the value sets.
+_KINDS = {
+    cst.Call: "calls", cst.Name: "names", cst.FunctionDef: "functions", cst.ClassDef: "classes",
+    cst.With: "withs", cst.Decorator: "decorators", cst.If: "ifs", cst.Try: "tries",
+    cst.SimpleString: "strings", cst.Import: "imports", cst.ImportFrom: "imports",
+}
 
 
-class ModuleIndex(cst.CSTVisitor):
-    """Nodes of one module by kind, with a parent map (by identity)."""
+class Positions(Mapping):
+    """node -> CodeRange, the same ranges libcst's PositionProvider gives, computed on lookup.
+
+    Spans are kept as token indices; a lookup turns them into lines and columns with a prefix sum
+    of the token lengths and a bisect over the newline offsets of the text.
+    """
+
+    def __init__(self, spans: Dict[int, Tuple[int, int]], nodes: Dict[int, cst.CSTNode], tokens: List[str]):
+        self._spans = spans
+        self._nodes = nodes
+        self._tokens = tokens
+        self._offsets: Optional[List[int]] = None
+        self._line_ends: List[int] = []
+        self._cache: Dict[int, CodeRange] = {}
+
+    def _position(self, token_index: int) -> CodePosition:
+        if self._offsets is None:
+            self._offsets = [0, *accumulate(map(len, self._tokens))]
+            self._line_ends = [m.end() for m in _NEWLINE.finditer("".join(self._tokens))]
+        offset = self._offsets[token_index]
+        k = bisect.bisect_right(self._line_ends, offset)
+        return CodePosition(k + 1, offset - (self._line_ends[k - 1] if k else 0))
+
+    def get(self, node: Any, default: Any = None) -> Any:
+        key = id(node)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        span = self._spans.get(key)
+        if span is None or self._nodes.get(key) is not node:
+            return default
+        hit = self._cache[key] = CodeRange(self._position(span[0]), self._position(span[1]))
+        return hit
+
+    def __getitem__(self, node: Any) -> CodeRange:
+        hit = self.get(node)
+        if hit is None:
+            raise KeyError(node)
+        return hit
+
+    def __contains__(self, node: Any) -> bool:
+        return self._nodes.get(id(node)) is node
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        return iter(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+class _PositionsFromProvider(Mapping):
+    """The fallback: libcst's own PositionProvider, resolved on first lookup."""
+
+    def __init__(self, module: cst.Module):
+        self._module = module
+        self._map: Any = None
+
+    def _resolved(self) -> Any:
+        if self._map is None:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+            self._map = MetadataWrapper(self._module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._map
+
+    def get(self, node: Any, default: Any = None) -> Any:
+        return self._resolved().get(node, default)
+
+    def __getitem__(self, node: Any) -> CodeRange:
+        return self._resolved()[node]
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        return iter(self._resolved())
+
+    def __len__(self) -> int:
+        return len(self._resolved())
+
+
+class ModuleIndex:
+    """Nodes of one module by kind, with a parent map (by identity), positions and the module's code."""
 
     _cache: "OrderedDict[int, ModuleIndex]" = OrderedDict()  # id(module) -> index (which holds the module)
     _CACHE_SIZE = 8
 
-    def __init__(self, module: cst.Module):
-        super().__init__()
+    def __init__(self, module: cst.Module, *, use_codegen: bool = True):
         self.module = module
         self.parents: Dict[int, cst.CSTNode] = {}
         self.calls: List[cst.Call] = []
@@ -36,9 +136,20 @@ class ModuleIndex(cst.CSTVisitor):
         self.strings: List[cst.SimpleString] = []
         self.imports: List[cst.CSTNode] = []  # Import and ImportFrom nodes, anywhere
         self.tables: Dict[str, object] = {}  # ImportTable per module name (see names.ImportTable.of)
-        self._stack: List[cst.CSTNode] = []
-        module.visit(self)
-        del self._stack
+        self.code: str
+        self.positions: Mapping
+        if use_codegen and _IndexingState is not None:
+            state = _IndexingState(self)
+            module._codegen(state)
+            tokens = state.tokens
+            self.code = "".join(tokens)
+            if state.popped is not None:
+                tokens = tokens + [state.popped]
+            self.positions = Positions(state.spans, state.nodes, tokens)
+        else:
+            _IndexingVisitor(self).walk(module)
+            self.code = module.code
+            self.positions = _PositionsFromProvider(module)
 
     @classmethod
     def of(cls, module: cst.Module) -> "ModuleIndex":
@@ -53,39 +164,17 @@ class ModuleIndex(cst.CSTVisitor):
             cls._cache.move_to_end(id(module))
         return idx
 
-    # -- traversal -----------------------------------------------------------------------------
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.parents[id(node)] = self._stack[-1]
-        self._stack.append(node)
+    def _enter(self, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> None:
+        if parent is not None:
+            self.parents[id(node)] = parent
         t = type(node)
-        if t is cst.Call:
-            self.calls.append(node)  # type: ignore[arg-type]
-        elif t is cst.Name:
-            self.names.append(node)  # type: ignore[arg-type]
-            self.name_values.add(node.value)  # type: ignore[attr-defined]
+        kind = _KINDS.get(t)
+        if kind is not None:
+            getattr(self, kind).append(node)
+            if t is cst.Name:
+                self.name_values.add(node.value)  # type: ignore[attr-defined]
         elif t is cst.Attribute:
             self.attr_values.add(node.attr.value)  # type: ignore[attr-defined]
-        elif t is cst.FunctionDef:
-            self.functions.append(node)  # type: ignore[arg-type]
-        elif t is cst.ClassDef:
-            self.classes.append(node)  # type: ignore[arg-type]
-        elif t is cst.With:
-            self.withs.append(node)  # type: ignore[arg-type]
-        elif t is cst.Decorator:
-            self.decorators.append(node)  # type: ignore[arg-type]
-        elif t is cst.If:
-            self.ifs.append(node)  # type: ignore[arg-type]
-        elif t is cst.Try:
-            self.tries.append(node)  # type: ignore[arg-type]
-        elif t is cst.SimpleString:
-            self.strings.append(node)  # type: ignore[arg-type]
-        elif t is cst.Import or t is cst.ImportFrom:
-            self.imports.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
 
     # -- queries -------------------------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -113,6 +202,89 @@ class ModuleIndex(cst.CSTVisitor):
         return [c for c in self.calls if self.contains(node, c)]
 
 
+class _IndexingVisitor(cst.CSTVisitor):
+    """The fallback walk: a plain libcst visitor feeding the same index."""
+
+    def __init__(self, index: ModuleIndex):
+        super().__init__()
+        self._index = index
+        self._stack: List[cst.CSTNode] = []
+
+    def walk(self, module: cst.Module) -> None:
+        module.visit(self)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._index._enter(node, self._stack[-1] if self._stack else None)
+        self._stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+
+class _Syntactic:
+    """`record_syntactic_position` as a plain context manager (cheaper than a generator one)."""
+
+    __slots__ = ("state", "node", "start_node", "end_node", "start")
+
+    def __init__(self, state: "_IndexingState", node: cst.CSTNode, start_node: Optional[cst.CSTNode],
+                 end_node: Optional[cst.CSTNode]):
+        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+        self.start = len(state.tokens)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        st = self.state
+        start = st.spans[id(self.start_node)][0] if self.start_node is not None else self.start
+        end = st.spans[id(self.end_node)][1] if self.end_node is not None else len(st.tokens)
+        st.spans[id(self.node)] = (start, end)
+        st.nodes[id(self.node)] = self.node
+        return False
+
+
+if _CodegenState is not None:
+    class _IndexingState(_CodegenState):  # type: ignore[misc,valid-type]
+        """Code generation that also records, per node, its parent, its kind and its token span.
+
+        Spans follow libcst's PositionProvider: a node's syntactic span when its codegen records
+        one, else the span of everything it generated.
+        """
+
+        def __init__(self, index: ModuleIndex):
+            super().__init__(default_indent=index.module.default_indent,
+                             default_newline=index.module.default_newline)
+            self.index = index
+            self.spans: Dict[int, Tuple[int, int]] = {}
+            self.nodes: Dict[int, cst.CSTNode] = {}
+            self.stack: List[Tuple[cst.CSTNode, int]] = []
+            self.popped: Optional[str] = None
+
+        def before_codegen(self, node: cst.CSTNode) -> None:
+            stack = self.stack
+            self.index._enter(node, stack[-1][0] if stack else None)
+            stack.append((node, len(self.tokens)))
+
+        def after_codegen(self, node: cst.CSTNode) -> None:
+            _, start = self.stack.pop()
+            key = id(node)
+            if key not in self.spans:
+                # the module's own span ends after the newline it popped, as PositionProvider's does
+                self.spans[key] = (start, len(self.tokens) + (self.popped is not None))
+                self.nodes[key] = node
+
+        def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
+                                      end_node: Optional[cst.CSTNode] = None) -> Any:
+            return _Syntactic(self, node, start_node, end_node)
+
+        def pop_trailing_newline(self) -> None:
+            if self.tokens:
+                self.popped = self.tokens.pop()
+else:  # pragma: no cover
+    _IndexingState = None  # type: ignore[assignment,misc]
+
+
 class _ParentMapping:
     """A read-only mapping node -> parent, shaped like libcst's ParentNodeProvider result."""
 
@@ -132,3 +304,8 @@ class _ParentMapping:
 def parent_mapping(module: cst.Module) -> _ParentMapping:
     """A drop-in for `wrapper.resolve(ParentNodeProvider)` backed by the shared index."""
     return _ParentMapping(ModuleIndex.of(module))
+
+
+def positions_of(module: cst.Module) -> Mapping:
+    """A drop-in for `wrapper.resolve(PositionProvider)` backed by the shared index."""
+    return ModuleIndex.of(module).positions

@@ -16,13 +16,12 @@ import re
 from typing import Dict, List, Optional, Set
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from .apex_parallel import edit_args, enclosing, kwarg
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
-from .index import ModuleIndex, parent_mapping
+from .index import ModuleIndex, parent_mapping, positions_of
 from .names import (names_read, ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
                     norm_code, parse_expr, parse_stmt)
 
@@ -173,7 +172,7 @@ class SpawnToTorchrun(Codemod):
         self.parents = parent_mapping(module)
         self._under: Optional[Dict[int, List[cst.Call]]] = None
         self._owned: Optional[Dict[int, List[cst.Assign]]] = None
-        self.positions = wrapper.resolve(PositionProvider)
+        self.positions = positions_of(module)
         self.module = module
         self.ctx = ctx
         self.plan = EditPlan()

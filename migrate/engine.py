@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
 
 from codemods.base import FileContext, Finding, Options, RepoFacts
+from codemods.index import ModuleIndex
 from codemods.registry import CODEMODS, may_need_work
 from codemods.suppression import Suppressions
 
@@ -97,7 +98,7 @@ def _run_codemods_for(data: bytes, select: Callable[[str], bool], module_name: s
 
 
 class _LazyPositions(Mapping):
-    """PositionProvider results resolved on first use: a stage that reports nothing never pays for them."""
+    """The positions of the tree's shared index, built on first use (a stage may never need them)."""
 
     def __init__(self, wrapper: MetadataWrapper):
         self.wrapper = wrapper
@@ -105,7 +106,7 @@ class _LazyPositions(Mapping):
 
     def _resolved(self) -> Any:
         if self._map is None:
-            self._map = self.wrapper.resolve(PositionProvider)
+            self._map = ModuleIndex.of(self.wrapper.module).positions
         return self._map
 
     def __getitem__(self, node: Any) -> Any:
@@ -188,7 +189,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
                 f.line = _compose(maps, f.line) if f.line else 0
         findings.extend(stage)
         if new_module is not module:
-            new_code = new_module.code
+            new_code = ModuleIndex.of(new_module).code
             if new_code != current:
                 if track_lines:
                     maps.append(_line_map(current, new_code))
