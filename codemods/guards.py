@@ -21,33 +21,29 @@ def apex_locals(table: ImportTable) -> Set[str]:
 
 def apex_flags(module: cst.Module, table: ImportTable) -> Set[str]:
     """Names set to True beside an apex import in a `try` body (and usually False in its handler)."""
+    from .index import ModuleIndex
     flags: Set[str] = set()
-    locals_ = apex_locals(table)
-
-    class V(cst.CSTVisitor):
-        def visit_Try(self, node: cst.Try) -> None:
-            body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-            imports_apex = False
-            candidates: Set[str] = set()
-            for s in body:
-                if isinstance(s, cst.SimpleStatementLine):
-                    for small in s.body:
-                        if isinstance(small, (cst.Import, cst.ImportFrom)):
-                            names = {dotted_name(a.name) for a in small.names} if isinstance(small, cst.Import) else set()
-                            mod = dotted_name(small.module) if isinstance(small, cst.ImportFrom) and small.module else ""
-                            if any(n and n.split(".")[0] == "apex" for n in names) or (mod or "").split(".")[0] == "apex":
-                                imports_apex = True
-                        elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and \
-                                small.value.value == "True":
-                            for t in small.targets:
-                                d = dotted_name(t.target)
-                                if d and "." not in d:
-                                    candidates.add(d)
-            if imports_apex:
-                flags.update(candidates)
-
-    module.visit(V())
-    return flags - locals_
+    for node in ModuleIndex.of(module).tries:
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+        imports_apex = False
+        candidates: Set[str] = set()
+        for s in body:
+            if isinstance(s, cst.SimpleStatementLine):
+                for small in s.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        names = {dotted_name(a.name) for a in small.names} if isinstance(small, cst.Import) else set()
+                        mod = dotted_name(small.module) if isinstance(small, cst.ImportFrom) and small.module else ""
+                        if any(n and n.split(".")[0] == "apex" for n in names) or (mod or "").split(".")[0] == "apex":
+                            imports_apex = True
+                    elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and \
+                            small.value.value == "True":
+                        for t in small.targets:
+                            d = dotted_name(t.target)
+                            if d and "." not in d:
+                                candidates.add(d)
+        if imports_apex:
+            flags.update(candidates)
+    return flags - apex_locals(table)
 
 
 def _const(node: cst.BaseExpression) -> Optional[bool]:

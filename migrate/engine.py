@@ -76,8 +76,35 @@ def _compose(maps: List[List[int]], line: int) -> int:
     return line
 
 
-def _parse(text: str) -> cst.Module:
+# Trees parsed in pass 1, handed to pass 2 of the same file in the same process (taken on use).
+_handoff: Dict[str, Tuple[str, cst.Module]] = {}
+_HANDOFF_CHARS = 2_000_000  # source characters kept at most (a tree is ~25x its source in memory)
+
+
+def _parse(text: str, path: str = "") -> cst.Module:
+    """libcst's parse of `text`, or the tree pass 1 parsed from the same text of `path`."""
+    kept = _handoff.pop(path, None) if path else None
+    if kept is not None and kept[0] == text:
+        return kept[1]
     return cst.parse_module(text)
+
+
+def _hand_off(path: str, text: str, module: cst.Module) -> None:
+    """Keep pass 1's tree of `path` for pass 2, while the kept sources stay under the bound."""
+    if path and sum(len(t) for t, _ in _handoff.values()) + len(text) <= _HANDOFF_CHARS:
+        _handoff[path] = (text, module)
+
+
+def _python_parse_error(text: str) -> Optional[str]:
+    """Why CPython's own parser rejects `text`, or None when it parses."""
+    import ast
+    try:
+        ast.parse(text)
+    except SyntaxError as e:
+        return f"syntax error at line {e.lineno}: {e.msg}"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return f"cannot parse: {e}"
+    return None
 
 
 def _parse_error(e: Exception) -> str:
@@ -142,6 +169,7 @@ def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", 
     except BaseException as e:  # noqa: B036 - libcst's native parser may panic (BaseException)
         _guard(e)
         return ctx.exported
+    _hand_off(path, text, module)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = _LazyPositions(wrapper)
     for cm in wanted:
@@ -155,8 +183,8 @@ def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", 
 
 
 def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: FileContext, track_lines: bool
-                    ) -> Tuple[str, List[Finding], Optional[str]]:
-    """Run `codemods` in order on `module` (parsed from `text`): (new text, findings, error).
+                    ) -> Tuple[str, cst.Module, List[Finding], Optional[str]]:
+    """Run `codemods` in order on `module` (parsed from `text`): (new text, new tree, findings, error).
 
     Metadata is resolved once per distinct tree: a stage that returns its module unchanged lets the
     next stage reuse the wrapper and its positions.
@@ -180,7 +208,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
         except BaseException as e:  # noqa: B036 - a codemod bug must not take the run down
             _guard(e)
             ctx.end_stage()
-            return text, findings, f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}"
+            return text, module, findings, f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}"
         stage = [f for f in ctx.end_stage() if ctx.select(f.code)]
         for f in stage:
             if suppressions.covers(f.line, f.code) and not f.fixed:
@@ -196,7 +224,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
                 current = new_code
                 suppressions = None
             module = new_module
-    return current, findings, None
+    return current, module, findings, None
 
 
 def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
@@ -205,9 +233,9 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     """Rewrite one Python source text. Never raises for bad input: errors land in `Result.error`.
 
     Only the codemods the prefilter lets through see the file; a file none of them wants is not
-    parsed at all. A changed text must parse and must come out of a second rewrite unchanged (the
-    safety gate); the second rewrite reuses the parse of the check and runs only the codemods its
-    own prefilter wants.
+    parsed at all. A changed text must parse (CPython's own parser decides) and must come out of a
+    second rewrite unchanged (the safety gate). The second rewrite runs on the tree the first one
+    produced, whose code is exactly the new text, and only with the codemods its own prefilter wants.
     """
     select = select or Selection()
     data = text.encode("utf-8", "surrogatepass")
@@ -215,21 +243,19 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     if not codemods:
         return Result(text, text)
     try:
-        module = _parse(text)
+        module = _parse(text, path)
     except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
         _guard(e)
         return Result(text, text, error=_parse_error(e))
     ctx = FileContext(path, module_name, options, facts, select)
-    current, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
+    current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
         return Result(text, text, findings=findings, error=error)
     result = Result(text, current, findings, None, list(ctx.launch_notes))
     if current != text:
-        try:
-            new_module = _parse(current)
-        except BaseException as e:  # noqa: B036
-            _guard(e)
-            return Result(text, text, findings, f"internal error: the rewrite did not parse ({_parse_error(e)}); "
+        why = _python_parse_error(current)
+        if why is not None:
+            return Result(text, text, findings, f"internal error: the rewrite did not parse ({why}); "
                                                 "file left unchanged")
         if check_stable and not _stable(current, new_module, path, module_name, options, select, facts,
                                         prefilter_enabled):
@@ -247,13 +273,13 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
 
 def _stable(current: str, module: cst.Module, path: str, module_name: str, options: Optional[Options],
             select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
-    """The safety gate: a second rewrite of `current` (already parsed as `module`) changes nothing."""
+    """The safety gate: a second rewrite of `current` (the code of `module`) changes nothing."""
     data = current.encode("utf-8", "surrogatepass")
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
     if not codemods:
         return True
     ctx = FileContext(path, module_name, options, facts, select)
-    again, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
+    again, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
     return error is not None or again == current
 
 

@@ -1,0 +1,68 @@
+"""The safety gate: a rewrite that does not parse, or that a second rewrite would change, is refused.
+
+Also: pass 2 reuses the tree pass 1 parsed from the same text, and only that text.
+"""
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from migrate import engine
+
+
+class _Codemod:
+    NAME = "test"
+
+    def __init__(self, transform):
+        self._transform = transform
+
+    def transform(self, wrapper, ctx):
+        return self._transform(wrapper.module)
+
+
+@pytest.fixture
+def only(monkeypatch):
+    def install(transform):
+        monkeypatch.setattr(engine, "_run_codemods_for", lambda *a, **k: [_Codemod(transform)])
+    return install
+
+
+def test_output_that_python_cannot_parse_is_refused(only):
+    only(lambda m: m.with_changes(body=[cst.SimpleStatementLine([cst.Expr(cst.Name("def"))])]))
+    r = engine.rewrite_source("x = 1\n", path="a.py")
+    assert r.error and "did not parse" in r.error and "syntax error" in r.error
+    assert r.new_text == "x = 1\n" and not r.changed
+
+
+def test_output_a_second_rewrite_would_change_is_refused(only):
+    only(lambda m: m.with_changes(body=[*m.body, cst.parse_statement("y = 2\n")]))
+    r = engine.rewrite_source("x = 1\n", path="a.py")
+    assert r.error and "second rewrite" in r.error and not r.changed
+
+
+def test_idempotent_output_passes(only):
+    def once(m):
+        if "y = 2" in m.code:
+            return m
+        return m.with_changes(body=[*m.body, cst.parse_statement("y = 2\n")])
+    only(once)
+    r = engine.rewrite_source("x = 1\n", path="a.py")
+    assert r.error is None and r.new_text == "x = 1\ny = 2\n"
+
+
+def test_pass_two_reuses_the_pass_one_tree_of_the_same_text(monkeypatch):
+    text = "from apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
+    engine._handoff.clear()
+    engine.analyze_source(text, path="t.py", module_name="t")
+    assert "t.py" in engine._handoff
+    parses = []
+    real = cst.parse_module
+    monkeypatch.setattr(engine.cst, "parse_module", lambda s: parses.append(s) or real(s))
+    engine.rewrite_source(text, path="t.py", module_name="t")
+    assert parses == [] and "t.py" not in engine._handoff
+    # a changed text is parsed afresh
+    engine.analyze_source(text, path="t.py", module_name="t")
+    parses.clear()
+    engine.rewrite_source(text + "\n", path="t.py", module_name="t")
+    assert parses == [text + "\n"]
+    engine._handoff.clear()
