@@ -1,0 +1,57 @@
+"""ensure_imports places `import NAME` exactly where libcst's AddImportsVisitor would."""
+from __future__ import annotations
+
+import glob
+import os
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from codemods.importing import ensure_imports, module_binds_top_level
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CASES = {
+    "empty": "",
+    "only_code": "x = 1\n",
+    "docstring": '"""Doc."""\nx = 1\n',
+    "docstring_imports": '"""Doc."""\nimport os\nfrom a import b\n\n# c\ny = 2\n',
+    "strict_flag": "__strict__ = True\nimport sys\nz = 3\n",
+    "comment_first": "# header\nimport sys\n# about x\nx = 1\n",
+    "import_later": "import os\nx = 1\nimport torch as th\n",
+    "multi_import_line": "import os; import sys\nx = 1\n",
+    "future": "from __future__ import annotations\nimport os\nx = 1\n",
+    "crlf": "import os\r\nx = 1\r\n",
+    "already": "import torch\nx = 1\n",
+    "dotted_present": "import torch.nn\nx = 1\n",
+}
+
+
+def _libcst(module: cst.Module, names) -> cst.Module:
+    missing = [n for n in names if not module_binds_top_level(module, n)]
+    if not missing:
+        return module
+    ctx = CodemodContext()
+    for n in missing:
+        AddImportsVisitor.add_needed_import(ctx, n)
+    return AddImportsVisitor(ctx).transform_module(module)
+
+
+def _sources():
+    yield from CASES.items()
+    for p in sorted(glob.glob(os.path.join(ROOT, "fixtures", "**", "*.before.py"), recursive=True))[:60]:
+        data = open(p, encoding="utf-8").read()
+        try:
+            cst.parse_module(data)
+        except Exception:
+            continue
+        yield os.path.relpath(p, ROOT), data
+
+
+@pytest.mark.parametrize("name,source", list(_sources()), ids=[n for n, _ in _sources()])
+@pytest.mark.parametrize("names", [["torch"], ["os"], ["torch", "os"]])
+def test_same_placement_as_add_imports_visitor(name, source, names):
+    module = cst.parse_module(source)
+    assert ensure_imports(module, names).code == _libcst(module, names).code
