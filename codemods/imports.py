@@ -8,7 +8,7 @@ import and get a finding.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -68,54 +68,7 @@ class RemoveApexImports(Codemod):
         flags = apex_flags(module, table)
         guard_names = locals_ | flags
         plan = EditPlan()
-        uses: Dict[str, List[cst.Name]] = {}
-        guard_stmts: List[cst.CSTNode] = []
-        fallback_assigns: List[cst.CSTNode] = []
-        guard_comparisons: List[cst.CSTNode] = []
-
-        class Uses(cst.CSTVisitor):
-            def visit_Import(self, n: cst.Import) -> bool:
-                return False
-
-            def visit_ImportFrom(self, n: cst.ImportFrom) -> bool:
-                return False
-
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                if _is_guard_stmt(node, guard_names):
-                    guard_stmts.append(node)
-                    return False
-                if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and \
-                        isinstance(node.body[0], cst.Assign):
-                    a = node.body[0]
-                    tnames = {dotted_name(t.target) for t in a.targets}
-                    if tnames <= guard_names and isinstance(a.value, cst.Name) and \
-                            a.value.value in ("None", "True", "False"):
-                        fallback_assigns.append(node)
-                        return False
-                return super().on_visit(node)
-
-            def visit_Attribute(self, n: cst.Attribute) -> bool:
-                n.value.visit(self)
-                return False
-
-            def visit_Name(self, n: cst.Name) -> None:
-                uses.setdefault(n.value, []).append(n)
-
-            def visit_Comparison(self, n: cst.Comparison) -> Optional[bool]:
-                # `amp is None` / `amp is not None` fold to constants once apex is gone
-                if isinstance(n.left, cst.Name) and n.left.value in locals_ and len(n.comparisons) == 1 and \
-                        isinstance(n.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
-                        isinstance(n.comparisons[0].comparator, cst.Name) and \
-                        n.comparisons[0].comparator.value == "None":
-                    guard_comparisons.append(n)
-                    return False
-                return None
-
-            def visit_Arg(self, n: cst.Arg) -> bool:
-                n.value.visit(self)
-                return False
-
-        module.visit(Uses())
+        uses, guard_stmts, fallback_assigns, guard_comparisons = _apex_uses(module, guard_names, locals_)
         # flags and `amp is None` checks inside other expressions fold to constants
         removable = {name for name in locals_ if not uses.get(name)}
         kept = locals_ - removable
@@ -189,6 +142,62 @@ class RemoveApexImports(Codemod):
                     what = ", ".join(used) if used else "names"
                     ctx.report(node, R.STAR_IMPORT.code, f"`from {mod} import *` still provides {what}: migrate "
                                                          "them, then remove the import")
+
+
+def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
+               ) -> Tuple[Dict[str, List[cst.Name]], List[cst.CSTNode], List[cst.CSTNode], List[cst.CSTNode]]:
+    """Where the module still reads names, outside imports and apex guards, in source order.
+
+    Returns (uses by name, guard statements, `amp = None`-style fallback assignments, `amp is
+    (not) None` comparisons); the last three and the imports are not searched for uses. Attribute
+    names, keyword names of arguments are not uses.
+    """
+    uses: Dict[str, List[cst.Name]] = {}
+    guard_stmts: List[cst.CSTNode] = []
+    fallback_assigns: List[cst.CSTNode] = []
+    guard_comparisons: List[cst.CSTNode] = []
+    index = ModuleIndex.of(module)
+    parents = index.parents
+    skipped: Set[int] = set()
+    for node in index.nodes:
+        key = id(node)
+        if key in skipped:
+            continue
+        parent = parents.get(key)
+        if parent is not None and id(parent) in skipped:
+            skipped.add(key)
+            continue
+        t = type(node)
+        if t is cst.Name:
+            uses.setdefault(node.value, []).append(node)  # type: ignore[attr-defined]
+        elif t is cst.Attribute:
+            skipped.add(id(node.attr))  # type: ignore[attr-defined]
+        elif t is cst.Arg:
+            if node.keyword is not None:  # type: ignore[attr-defined]
+                skipped.add(id(node.keyword))  # type: ignore[attr-defined]
+        elif t is cst.Import or t is cst.ImportFrom:
+            skipped.add(key)
+        elif (t is cst.SimpleStatementLine or t is cst.If) and _is_guard_stmt(node, guard_names):
+            guard_stmts.append(node)
+            skipped.add(key)
+        elif t is cst.SimpleStatementLine and len(node.body) == 1 and \
+                isinstance(node.body[0], cst.Assign):  # type: ignore[attr-defined]
+            a = node.body[0]  # type: ignore[attr-defined]
+            tnames = {dotted_name(t.target) for t in a.targets}
+            if tnames <= guard_names and isinstance(a.value, cst.Name) and \
+                    a.value.value in ("None", "True", "False"):
+                fallback_assigns.append(node)
+                skipped.add(key)
+        elif t is cst.Comparison:
+            # `amp is None` / `amp is not None` fold to constants once apex is gone
+            n = node
+            if isinstance(n.left, cst.Name) and n.left.value in locals_ and len(n.comparisons) == 1 and \
+                    isinstance(n.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
+                    isinstance(n.comparisons[0].comparator, cst.Name) and \
+                    n.comparisons[0].comparator.value == "None":  # type: ignore[attr-defined]
+                guard_comparisons.append(n)
+                skipped.add(key)
+    return uses, guard_stmts, fallback_assigns, guard_comparisons
 
 
 def _without_names(stmt: cst.CSTNode, names: Set[str]) -> Optional[cst.CSTNode]:

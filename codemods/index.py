@@ -122,7 +122,9 @@ class ModuleIndex:
 
     def __init__(self, module: cst.Module, *, use_codegen: bool = True):
         self.module = module
+        self.nodes: List[cst.CSTNode] = []  # every node, in source (pre-)order
         self.parents: Dict[int, cst.CSTNode] = {}
+        self._read_names: Optional[Set[str]] = None
         self.calls: List[cst.Call] = []
         self.names: List[cst.Name] = []
         self.name_values: Set[str] = set()
@@ -165,6 +167,7 @@ class ModuleIndex:
         return idx
 
     def _enter(self, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> None:
+        self.nodes.append(node)
         if parent is not None:
             self.parents[id(node)] = parent
         t = type(node)
@@ -177,6 +180,36 @@ class ModuleIndex:
             self.attr_values.add(node.attr.value)  # type: ignore[attr-defined]
 
     # -- queries -------------------------------------------------------------------------------
+    @property
+    def read_names(self) -> Set[str]:
+        """`names.names_read(module)`: every Name outside imports, attribute attrs, keyword names
+        and parameter names (their defaults and annotations count)."""
+        if self._read_names is None:
+            out: Set[str] = set()
+            skipped: Set[int] = set()
+            parents = self.parents
+            for node in self.nodes:
+                if id(node) in skipped:
+                    continue
+                parent = parents.get(id(node))
+                if parent is not None and id(parent) in skipped:
+                    skipped.add(id(node))
+                    continue
+                t = type(node)
+                if t is cst.Name:
+                    out.add(node.value)  # type: ignore[attr-defined]
+                elif t is cst.Attribute:
+                    skipped.add(id(node.attr))  # type: ignore[attr-defined]
+                elif t is cst.Arg:
+                    if node.keyword is not None:  # type: ignore[attr-defined]
+                        skipped.add(id(node.keyword))  # type: ignore[attr-defined]
+                elif t is cst.Param:
+                    skipped.add(id(node.name))  # type: ignore[attr-defined]
+                elif t is cst.Import or t is cst.ImportFrom:
+                    skipped.add(id(node))
+            self._read_names = out
+        return self._read_names
+
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return self.parents.get(id(node))
 

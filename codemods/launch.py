@@ -712,34 +712,6 @@ def _argparse_options(module: cst.Module) -> Dict[str, Dict]:
     return out
 
 
-class _DropImports(cst.CSTTransformer):
-    """Remove whole `import torch.multiprocessing as mp` / `from torch import multiprocessing as mp`
-    statements whose bound names are in `unused` (only statements that bind nothing else)."""
-
-    def __init__(self, unused: Set[str]):
-        super().__init__()
-        self.unused = unused
-        self.removed = 0
-
-    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
-        if len(updated.body) != 1 or not isinstance(updated.body[0], (cst.Import, cst.ImportFrom)):
-            return updated
-        imp = updated.body[0]
-        if isinstance(imp.names, cst.ImportStar):
-            return updated
-        bound = set()
-        for a in imp.names:
-            if a.asname is not None and isinstance(a.asname.name, cst.Name):
-                bound.add(a.asname.name.value)
-            else:
-                bound.add((dotted_name(a.name) or "").split(".")[0] if isinstance(imp, cst.Import)
-                          else dotted_name(a.name) or "")
-        if bound and bound <= self.unused:
-            self.removed += 1
-            return cst.RemovalSentinel.REMOVE
-        return updated
-
-
 def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext) -> cst.Module:
     """The spawn is gone: an import of torch.multiprocessing that nothing uses any more goes too."""
     table = ImportTable(module, ctx.module_name)
@@ -750,4 +722,24 @@ def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext) ->
     unused = {n for n in locals_ if n not in used}
     if not unused:
         return module
-    return module.visit(_DropImports(unused))
+    index = ModuleIndex.of(module)
+    plan = EditPlan()
+    for imp in index.imports:
+        line = index.parent(imp)
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and _binds_only(imp, unused):
+            plan.remove(line)
+    return apply_plan(module, plan) if plan else module
+
+
+def _binds_only(imp: cst.CSTNode, unused: Set[str]) -> bool:
+    """Whether the import statement binds names, all of them in `unused`."""
+    if not isinstance(imp, (cst.Import, cst.ImportFrom)) or isinstance(imp.names, cst.ImportStar):
+        return False
+    bound = set()
+    for a in imp.names:
+        if a.asname is not None and isinstance(a.asname.name, cst.Name):
+            bound.add(a.asname.name.value)
+        else:
+            bound.add((dotted_name(a.name) or "").split(".")[0] if isinstance(imp, cst.Import)
+                      else dotted_name(a.name) or "")
+    return bool(bound) and bound <= unused

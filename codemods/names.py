@@ -135,6 +135,9 @@ class _Collector(cst.CSTVisitor):
 
 def names_read(node: cst.CSTNode) -> Set[str]:
     """Names loaded anywhere inside `node` (heads of attribute chains included, attrs excluded)."""
+    if isinstance(node, cst.Module):
+        from .index import ModuleIndex
+        return set(ModuleIndex.of(node).read_names)
     out: Set[str] = set()
 
     class V(cst.CSTVisitor):

@@ -62,3 +62,13 @@ def test_positions_refuse_foreign_nodes():
     pos = ModuleIndex(module).positions
     assert pos.get(other.body[0]) is None and other.body[0] not in pos
     assert module.body[0] in pos and pos[module.body[0]].start.line == 1
+
+
+@pytest.mark.parametrize("name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else "")
+def test_read_names_match_the_names_read_visitor(name, source):
+    from codemods.names import names_read
+    module = cst.parse_module(source)
+    by_statement = set()
+    for stmt in module.body:
+        by_statement |= names_read(stmt)  # the visitor (names_read takes the index only for a Module)
+    assert ModuleIndex(module).read_names == by_statement
