@@ -18,6 +18,7 @@ from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .importing import ensure_imports
+from .walk import iter_nodes
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code, sole_call)
 
@@ -189,21 +190,18 @@ class _Analysis:
 
     # -- native branches --------------------------------------------------------------------------
     def _has_native(self, node: cst.CSTNode) -> bool:
-        found = False
         table = self.table
-
-        class V(cst.CSTVisitor):
-            def visit_Call(self, n: cst.Call) -> None:
-                nonlocal found
-                for q in table.qualified_names(n.func):
-                    if q.startswith(NATIVE_AMP) or q.endswith(("GradScaler", "autocast")):
-                        found = True
-                if isinstance(n.func, cst.Attribute) and n.func.attr.value in ("scale", "unscale_") and \
-                        "scaler" in (dotted_name(n.func.value) or "").lower():
-                    found = True
-
-        node.visit(V())
-        return found
+        for n in iter_nodes(node):
+            if type(n) is not cst.Call:
+                continue
+            for q in table.qualified_names(n.func):  # type: ignore[attr-defined]
+                if q.startswith(NATIVE_AMP) or q.endswith(("GradScaler", "autocast")):
+                    return True
+            f = n.func  # type: ignore[attr-defined]
+            if isinstance(f, cst.Attribute) and f.attr.value in ("scale", "unscale_") and \
+                    "scaler" in (dotted_name(f.value) or "").lower():
+                return True
+        return False
 
     def drop_apex_branches(self) -> None:
         """In `if apex: ... elif native: ...` chains, drop the apex branches (A2A111)."""
@@ -625,41 +623,27 @@ class _Analysis:
         callables: Set[str] = set()
         if not models:
             callables = param_names(func) - {"self", "cls"} if func is not None else set()
-        hit = False
-
-        class V(cst.CSTVisitor):
-            def visit_Call(self, n: cst.Call) -> None:
-                nonlocal hit
-                f = n.func
-                if norm_code(f) in models:
-                    hit = True
-                elif isinstance(f, cst.Attribute) and f.attr.value == "forward" and norm_code(f.value) in models:
-                    hit = True
-                elif not models and isinstance(f, cst.Name) and f.value in callables:
-                    hit = True
-                elif not models and isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
-                        f.value.value == "self" and f.attr.value not in ("forward",):
-                    hit = True
-
-        stmt.visit(V())
-        return hit
+        for n in iter_nodes(stmt):
+            if type(n) is not cst.Call:
+                continue
+            f = n.func  # type: ignore[attr-defined]
+            if norm_code(f) in models:
+                return True
+            if isinstance(f, cst.Attribute) and f.attr.value == "forward" and norm_code(f.value) in models:
+                return True
+            if not models and isinstance(f, cst.Name) and f.value in callables:
+                return True
+            if not models and isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
+                    f.value.value == "self" and f.attr.value not in ("forward",):
+                return True
+        return False
 
     def _forbidden(self, stmt: cst.CSTNode) -> bool:
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
         control flow that leaves the block, nested definitions)."""
-        bad = False
-
-        class V(cst.CSTVisitor):
-            def on_visit(self, n: cst.CSTNode) -> bool:
-                nonlocal bad
-                if isinstance(n, _REGION_STOPPERS) or (
-                        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
-                        and n.func.attr.value in FORBIDDEN_IN_REGION):
-                    bad = True
-                return not bad
-
-        stmt.visit(V())
-        return bad
+        return any(isinstance(n, _REGION_STOPPERS) or (
+            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in FORBIDDEN_IN_REGION)
+            for n in iter_nodes(stmt))
 
     def _inside_autocast(self, stmt: cst.CSTNode) -> bool:
         cur = self.parent(stmt)

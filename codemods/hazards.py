@@ -8,6 +8,7 @@ raise or silently produce inf/NaN in fp16, not on every large number.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import List, Optional, Set, Tuple
 
@@ -521,6 +522,7 @@ def _ast_big(node: ast.AST, threshold: float = FP16_MAX) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes
 def _may_have_hazard(data: bytes) -> bool:
     """A superset of what `_Lint` reports, decided on the stdlib AST: mixed-precision code with a
     big constant in a mask function, a subscript assignment or a product; BCE; a half cast; a

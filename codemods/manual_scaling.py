@@ -16,6 +16,7 @@ and optimizer wrappers that own the backward) is reported with the concrete repl
 from __future__ import annotations
 
 import ast
+import functools
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -782,6 +783,7 @@ def _autocast_maker(device: str, dtype: str):
     return make
 
 
+@functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes
 def _may_scale_by_hand(data: bytes) -> bool:
     """A superset of the files `_Migration` can act on, decided without libcst."""
     if b"apex" in data or b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data:

@@ -11,6 +11,8 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from .walk import children
+
 
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` for a Name/Attribute chain, else None."""
@@ -139,33 +141,18 @@ def names_read(node: cst.CSTNode) -> Set[str]:
         from .index import ModuleIndex
         return set(ModuleIndex.of(node).read_names)
     out: Set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-        def visit_Import(self, n: cst.Import) -> bool:
-            return False
-
-        def visit_ImportFrom(self, n: cst.ImportFrom) -> bool:
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Param(self, n: cst.Param) -> bool:
-            if n.default is not None:
-                n.default.visit(self)
-            if n.annotation is not None:
-                n.annotation.visit(self)
-            return False
-
-    node.visit(V())
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is cst.Name:
+            out.add(n.value)  # type: ignore[attr-defined]
+        elif t is cst.Attribute or t is cst.Arg:
+            stack.append(n.value)  # type: ignore[attr-defined]
+        elif t is cst.Param:
+            stack.extend(c for c in (n.default, n.annotation) if c is not None)  # type: ignore[attr-defined]
+        elif t is not cst.Import and t is not cst.ImportFrom:
+            stack.extend(children(n))
     return out
 
 
@@ -188,38 +175,23 @@ def assigned_names(stmt: cst.CSTNode) -> Set[str]:
                 if d:
                     out.add(d)
 
-    class V(cst.CSTVisitor):
-        def visit_Assign(self, n: cst.Assign) -> None:
-            for t in n.targets:
-                add_target(t.target)
-
-        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
-            add_target(n.target)
-
-        def visit_AugAssign(self, n: cst.AugAssign) -> None:
-            add_target(n.target)
-
-        def visit_AsName(self, n: cst.AsName) -> None:
-            add_target(n.name)  # type: ignore[arg-type]
-
-        def visit_For(self, n: cst.For) -> None:
-            add_target(n.target)
-
-        def visit_NamedExpr(self, n: cst.NamedExpr) -> None:
-            add_target(n.target)
-
-        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-            out.add(n.name.value)
-            return False
-
-        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
-            out.add(n.name.value)
-            return False
-
-        def visit_Lambda(self, n: cst.Lambda) -> bool:
-            return False
-
-    stmt.visit(V())
+    stack = [stmt]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is cst.FunctionDef or t is cst.ClassDef:
+            out.add(n.name.value)  # type: ignore[attr-defined]
+            continue
+        if t is cst.Lambda:
+            continue
+        if t is cst.Assign:
+            for target in n.targets:  # type: ignore[attr-defined]
+                add_target(target.target)
+        elif t is cst.AnnAssign or t is cst.AugAssign or t is cst.For or t is cst.NamedExpr:
+            add_target(n.target)  # type: ignore[attr-defined]
+        elif t is cst.AsName:
+            add_target(n.name)  # type: ignore[attr-defined]
+        stack.extend(children(n))
     return out
 
 
