@@ -166,6 +166,20 @@ class ModuleIndex:
             cls._cache.move_to_end(id(module))
         return idx
 
+    @classmethod
+    def cached(cls, module: cst.Module) -> Optional["ModuleIndex"]:
+        """The index of `module` if one is in the cache (nothing is built)."""
+        idx = cls._cache.get(id(module))
+        return idx if idx is not None and idx.module is module else None
+
+    @classmethod
+    def remember(cls, index: "ModuleIndex") -> None:
+        """Put an index built earlier (and kept elsewhere) back in the cache."""
+        cls._cache[id(index.module)] = index
+        cls._cache.move_to_end(id(index.module))
+        while len(cls._cache) > cls._CACHE_SIZE:
+            cls._cache.popitem(last=False)
+
     def _enter(self, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> None:
         self.nodes.append(node)
         if parent is not None:
@@ -291,20 +305,41 @@ if _CodegenState is not None:
             self.index = index
             self.spans: Dict[int, Tuple[int, int]] = {}
             self.nodes: Dict[int, cst.CSTNode] = {}
-            self.stack: List[Tuple[cst.CSTNode, int]] = []
+            self.stack: List[cst.CSTNode] = [None]  # type: ignore[list-item]  # parents; None above the module
+            self.starts: List[int] = []
             self.popped: Optional[str] = None
+            # the per-node hooks below run for every node: bind what they touch once
+            self._all = index.nodes.append
+            self._parents = index.parents
+            self._bins = {t: getattr(index, kind).append for t, kind in _KINDS.items()}
+            self._names = index.name_values.add
+            self._attrs = index.attr_values.add
 
         def before_codegen(self, node: cst.CSTNode) -> None:
             stack = self.stack
-            self.index._enter(node, stack[-1][0] if stack else None)
-            stack.append((node, len(self.tokens)))
+            parent = stack[-1]
+            if parent is not None:
+                self._parents[id(node)] = parent
+            self._all(node)
+            t = type(node)
+            add = self._bins.get(t)
+            if add is not None:
+                add(node)
+                if t is cst.Name:
+                    self._names(node.value)  # type: ignore[attr-defined]
+            elif t is cst.Attribute:
+                self._attrs(node.attr.value)  # type: ignore[attr-defined]
+            stack.append(node)
+            self.starts.append(len(self.tokens))
 
         def after_codegen(self, node: cst.CSTNode) -> None:
-            _, start = self.stack.pop()
+            self.stack.pop()
+            start = self.starts.pop()
             key = id(node)
-            if key not in self.spans:
+            spans = self.spans
+            if key not in spans:
                 # the module's own span ends after the newline it popped, as PositionProvider's does
-                self.spans[key] = (start, len(self.tokens) + (self.popped is not None))
+                spans[key] = (start, len(self.tokens) if self.popped is None else len(self.tokens) + 1)
                 self.nodes[key] = node
 
         def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,

@@ -78,23 +78,26 @@ def _compose(maps: List[List[int]], line: int) -> int:
     return line
 
 
-# Trees parsed in pass 1, handed to pass 2 of the same file in the same process (taken on use).
-_handoff: Dict[str, Tuple[str, cst.Module]] = {}
-_HANDOFF_CHARS = 2_000_000  # source characters kept at most (a tree is ~25x its source in memory)
+# Trees parsed in pass 1 (with their index when one was built), handed to pass 2 of the same file
+# in the same process and taken on use.
+_handoff: Dict[str, Tuple[str, cst.Module, Optional[ModuleIndex]]] = {}
+_HANDOFF_CHARS = 500_000  # source characters kept at most (tree and index are ~150x the source in memory)
 
 
 def _parse(text: str, path: str = "") -> cst.Module:
     """libcst's parse of `text`, or the tree pass 1 parsed from the same text of `path`."""
     kept = _handoff.pop(path, None) if path else None
     if kept is not None and kept[0] == text:
+        if kept[2] is not None:
+            ModuleIndex.remember(kept[2])
         return kept[1]
     return cst.parse_module(text)
 
 
 def _hand_off(path: str, text: str, module: cst.Module) -> None:
     """Keep pass 1's tree of `path` for pass 2, while the kept sources stay under the bound."""
-    if path and sum(len(t) for t, _ in _handoff.values()) + len(text) <= _HANDOFF_CHARS:
-        _handoff[path] = (text, module)
+    if path and sum(len(t) for t, _, _ in _handoff.values()) + len(text) <= _HANDOFF_CHARS:
+        _handoff[path] = (text, module, ModuleIndex.cached(module))
 
 
 def _python_parse_error(text: str) -> Optional[str]:
@@ -171,7 +174,6 @@ def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", 
     except BaseException as e:  # noqa: B036 - libcst's native parser may panic (BaseException)
         _guard(e)
         return ctx.exported
-    _hand_off(path, text, module)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = _LazyPositions(wrapper)
     for cm in wanted:
@@ -181,6 +183,7 @@ def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", 
         except BaseException as e:  # noqa: B036
             _guard(e)
         ctx.end_stage()
+    _hand_off(path, text, module)
     return ctx.exported
 
 

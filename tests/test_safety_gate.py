@@ -66,3 +66,19 @@ def test_pass_two_reuses_the_pass_one_tree_of_the_same_text(monkeypatch):
     engine.rewrite_source(text + "\n", path="t.py", module_name="t")
     assert parses == [text + "\n"]
     engine._handoff.clear()
+
+
+def test_pass_two_reuses_the_pass_one_index(monkeypatch):
+    from codemods.index import ModuleIndex
+    text = "from apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
+    engine._handoff.clear()
+    engine.analyze_source(text, path="i.py", module_name="i")
+    _, module, index = engine._handoff["i.py"]
+    assert index is not None and index.module is module
+    ModuleIndex._cache.clear()  # as after many other files
+    built = []
+    real_init = ModuleIndex.__init__
+    monkeypatch.setattr(ModuleIndex, "__init__", lambda self, m, **k: built.append(m) or real_init(self, m, **k))
+    engine.rewrite_source(text, path="i.py", module_name="i")
+    assert module not in built  # the original tree's index came from pass 1
+    engine._handoff.clear()
