@@ -14,6 +14,8 @@ flags. A token with no refinement always runs the codemod, so a new codemod toke
 """
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -182,6 +184,30 @@ def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> 
     return _APEX_IMPORT.search(data) is not None
 
 
+_IMPORT_ERROR_HANDLER = re.compile(rb"except[ \t(]+(?:builtins\.)?(?:ImportError|ModuleNotFoundError)\b")
+
+
+@functools.lru_cache(maxsize=64)
+def _install_guard(data: bytes) -> bool:
+    """The imports codemod's `_install_guard_candidates`, on the stdlib AST: an `except ImportError`
+    (or ModuleNotFoundError) handler holding a string that mentions apex."""
+    if _IMPORT_ERROR_HANDLER.search(data) is None or b"apex" not in data.lower():
+        return False
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True  # libcst reports the file
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and isinstance(node.type, (ast.Name, ast.Attribute)) and \
+                (node.type.id if isinstance(node.type, ast.Name) else node.type.attr) in \
+                ("ImportError", "ModuleNotFoundError"):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, (str, bytes)) and \
+                        (b"apex" in sub.value.lower() if isinstance(sub.value, bytes) else "apex" in sub.value.lower()):
+                    return True
+    return False
+
+
 # token -> predicate (data, module_name, facts) that must hold for the token to count.
 Refinement = Callable[[bytes, str, Optional[RepoFacts]], bool]
 
@@ -211,7 +237,7 @@ REFINEMENTS: Dict[str, Dict[bytes, Refinement]] = {
     "amp": {b"apex": _imports_apex, b"scaler": _imports_apex, b"amp": _imports_apex},
     "apex_modules": {b"apex": _imports_apex},
     "apex_parallel": {b"apex": _imports_apex},
-    "imports": {b"apex": _any_of(_imports_apex, _regex(rb"ImportError|ModuleNotFoundError"))},
+    "imports": {b"apex": _any_of(_imports_apex, lambda data, module_name, facts: _install_guard(data))},
     "hazards": {b"apex": _regex(rb"\bapex\b")},
     "launch": {b"spawn": _contains(b"multiprocessing"), b"start_processes": _contains(b"multiprocessing"),
                b"local_rank": _regex(rb"--local[_-]rank[\"']"), b"local-rank": _regex(rb"--local[_-]rank[\"']")},

@@ -115,3 +115,14 @@ def test_plain_file_is_not_parsed(monkeypatch):
     text = "def clamp(x):\n    # an example that spawns nothing\n    return x.clamp(0, 1)\n"
     assert rewrite_source(text).new_text == text
     assert calls == []
+
+
+def test_install_guard_stage_two_needs_apex_in_an_import_error_handler():
+    from migrate.prefilter import _install_guard
+    docstring_only = b'try:\n    import x\nexcept ImportError:\n    x = None\n\ndef f():\n    """fast (apex) norm"""\n'
+    guard = b'try:\n    import torch\nexcept ImportError:\n    raise ImportError("please install apex")\n'
+    other_handler = b'try:\n    import y\nexcept ValueError:\n    print("apex")\n'
+    assert not _install_guard(docstring_only)
+    assert _install_guard(guard)
+    assert not _install_guard(other_handler)
+    assert _install_guard(b"try:\n    import torch\nexcept ImportError:\n    raise ImportError('APEX')\n")
