@@ -81,7 +81,7 @@ def _compose(maps: List[List[int]], line: int) -> int:
 # Trees parsed in pass 1 (with their index when one was built), handed to pass 2 of the same file
 # in the same process and taken on use.
 _handoff: Dict[str, Tuple[str, cst.Module, Optional[ModuleIndex]]] = {}
-_HANDOFF_CHARS = 500_000  # source characters kept at most (tree and index are ~150x the source in memory)
+_HANDOFF_CHARS = 300_000  # source characters kept at most (tree and index are ~150x the source in memory)
 
 
 def _parse(text: str, path: str = "") -> cst.Module:
