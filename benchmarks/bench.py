@@ -6,6 +6,9 @@ Prints, for whole processes (median of --runs): `check` and `rewrite --diff` wit
 the floor "read every file from Python with libcst imported", the floor "bare libcst parse + codegen
 of every file", files/s and MB/s of each, the ratios to the floors and the 1-vs-N-jobs speed-up.
 Nothing in TREE is written (`rewrite --diff` writes nothing).
+
+The commands run interleaved, one of each per round, and every ratio is the median of the per-round
+ratios: on a shared or throttled machine the floors and the runs see the same conditions.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import List
+from typing import Dict, List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -46,15 +49,18 @@ def python_files(tree: str) -> List[str]:
     return [d.path for d in discovery.discover([tree]) if d.kind == discovery.PYTHON]
 
 
-def timed(cmd: List[str], runs: int) -> float:
-    """Median wall time of `cmd` as a whole process."""
+def timed_once(cmd: List[str]) -> float:
+    """Wall time of `cmd` as a whole process."""
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    t = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    return time.perf_counter() - t
+
+
+def median_ratio(a: List[float], b: List[float]) -> float:
+    """Median over rounds of a[i] / b[i] (rounds that b lacks reuse b's median)."""
+    mb = statistics.median(b)
+    return statistics.median(x / (b[i] if i < len(b) else mb) for i, x in enumerate(a))
 
 
 def main() -> None:
@@ -71,31 +77,34 @@ def main() -> None:
         fh.write("\n".join(files))
         listing = fh.name
     py = sys.executable
-    rows = []
+    commands = [("floor: read all (libcst imported)", [py, "-c", READ_FLOOR, listing])]
+    if not a.skip_parse_floor:
+        commands.append(("floor: libcst parse + codegen", [py, "-c", PARSE_FLOOR, listing]))
+    for mode, extra in (("check", ["check", "-q"]), ("rewrite --diff", ["rewrite", "--diff", "--no-color"])):
+        for jobs in sorted({1, a.jobs}):
+            commands.append((f"{mode} -j {jobs}", [py, "-m", "migrate", *extra, "-j", str(jobs), a.tree]))
+    times: Dict[str, List[float]] = {name: [] for name, _ in commands}
     try:
-        read = timed([py, "-c", READ_FLOOR, listing], a.runs)
-        rows.append(("floor: read all (libcst imported)", read))
-        parse = None
-        if not a.skip_parse_floor:
-            parse = timed([py, "-c", PARSE_FLOOR, listing], max(1, min(a.runs, 2)))
-            rows.append(("floor: libcst parse + codegen", parse))
-        results = {}
-        for mode, extra in (("check", ["check", "-q"]), ("rewrite --diff", ["rewrite", "--diff", "--no-color"])):
-            for jobs in sorted({1, a.jobs}):
-                t = timed([py, "-m", "migrate", *extra, "-j", str(jobs), a.tree], a.runs)
-                results[(mode, jobs)] = t
-                rows.append((f"{mode} -j {jobs}", t))
+        for r in range(a.runs):
+            for name, cmd in commands:
+                if name.startswith("floor: libcst") and r >= 2:
+                    continue  # slow and steady: two rounds are enough
+                times[name].append(timed_once(cmd))
     finally:
         os.unlink(listing)
-    print(f"tree: {a.tree}: {len(files)} Python files, {mb:.2f} MB; median of {a.runs} run(s); "
+    read = times[commands[0][0]]
+    parse = times.get("floor: libcst parse + codegen")
+    print(f"tree: {a.tree}: {len(files)} Python files, {mb:.2f} MB; median of {a.runs} interleaved round(s); "
           f"{os.cpu_count()} core(s)")
     print(f"{'what':40} {'seconds':>8} {'files/s':>9} {'MB/s':>7} {'x read':>7} {'x parse':>8}")
-    for name, t in rows:
-        xp = f"{t / parse:8.2f}" if parse else f"{'-':>8}"
-        print(f"{name:40} {t:8.2f} {len(files) / t:9.0f} {mb / t:7.2f} {t / read:7.2f} {xp}")
+    for name, _ in commands:
+        t = statistics.median(times[name])
+        xp = f"{median_ratio(times[name], parse):8.2f}" if parse else f"{'-':>8}"
+        print(f"{name:40} {t:8.2f} {len(files) / t:9.0f} {mb / t:7.2f} {median_ratio(times[name], read):7.2f} {xp}")
     if a.jobs > 1:
         for mode in ("check", "rewrite --diff"):
-            print(f"speed-up {mode} 1 -> {a.jobs} jobs: {results[(mode, 1)] / results[(mode, a.jobs)]:.2f}x")
+            one, many = times[f"{mode} -j 1"], times[f"{mode} -j {a.jobs}"]
+            print(f"speed-up {mode} 1 -> {a.jobs} jobs: {median_ratio(one, many):.2f}x")
 
 
 if __name__ == "__main__":
