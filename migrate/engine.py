@@ -501,7 +501,10 @@ def run(paths: Sequence[str], config: RunConfig,
     there are enough of them (`config.jobs`), in-process otherwise.
     """
     with _quiet_gc():
-        return _run(paths, config, on_result)
+        try:
+            return _run(paths, config, on_result)
+        finally:
+            _handoff.clear()  # trees of files pass 2 never took (errors, selection) go with the run
 
 
 @contextmanager
