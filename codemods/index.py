@@ -21,7 +21,7 @@ from itertools import accumulate
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
-from libcst._position import CodePosition, CodeRange
+from libcst.metadata import CodePosition, CodeRange
 
 try:
     from libcst._nodes.internal import CodegenState as _CodegenState
