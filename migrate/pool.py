@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-MIN_POOL_FILES = 16  # fewer candidate files than this are processed in-process
+MIN_POOL_FILES = 16  # fewer candidate files than this are processed in-process...
+MIN_POOL_BYTES = 200_000  # ...unless they weigh this much (a few large files are worth two workers)
 
 
 def default_jobs() -> int:
@@ -52,9 +53,9 @@ class FilePool:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
-    def parallel_for(self, n: int) -> bool:
-        """Whether `n` items are worth sending to workers."""
-        return self.jobs > 1 and n >= self.min_items
+    def parallel_for(self, n: int, total_weight: float = 0.0) -> bool:
+        """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers."""
+        return self.jobs > 1 and (n >= self.min_items or (n >= 2 and total_weight >= MIN_POOL_BYTES))
 
     def _start(self, n: int) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -69,7 +70,8 @@ class FilePool:
         `weight`, the heaviest items are submitted first (a few large files then do not end the run
         on one busy worker while the others idle); results still come back in input order.
         """
-        if not self.parallel_for(len(items)):
+        total = sum(weight(item) for item in items) if weight is not None and len(items) < self.min_items else 0.0
+        if not self.parallel_for(len(items), total):
             for item in items:
                 yield fn(item)
             return

@@ -51,3 +51,24 @@ def _crash_on_7(i):
     if i == 7:
         os._exit(3)
     return i * 2
+
+
+def test_a_few_heavy_files_go_to_workers_and_light_ones_stay_in_process():
+    from migrate.pool import MIN_POOL_BYTES, MIN_POOL_FILES, FilePool
+    pool = FilePool(2)
+    assert not pool.parallel_for(3, total_weight=MIN_POOL_BYTES / 10)
+    assert pool.parallel_for(3, total_weight=MIN_POOL_BYTES)
+    assert not pool.parallel_for(1, total_weight=10 * MIN_POOL_BYTES)  # one file cannot be split
+    assert pool.parallel_for(MIN_POOL_FILES)
+    assert not FilePool(1).parallel_for(MIN_POOL_FILES, total_weight=MIN_POOL_BYTES)
+    heavy = [("a", MIN_POOL_BYTES), ("b", MIN_POOL_BYTES)]
+    with FilePool(2) as p:
+        out = list(p.map(_pid_of, heavy, lambda t: None, weight=lambda t: t[1]))
+    assert all(pid != os.getpid() for pid in out)  # ran in workers, results in input order
+    with FilePool(2) as p:
+        out = list(p.map(_pid_of, [("a", 10), ("b", 10)], lambda t: None, weight=lambda t: t[1]))
+    assert out == [os.getpid(), os.getpid()]
+
+
+def _pid_of(item):
+    return os.getpid()
