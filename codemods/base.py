@@ -174,6 +174,7 @@ class Codemod:
     DESCRIPTION = ""
     CODES: Tuple[str, ...] = ()
     PREFILTER: Tuple[bytes, ...] = ()
+    REPORTS_ONLY = False  # True: transform always returns its module (the safety gate skips it)
 
     def matches(self, data: bytes) -> bool:
         return any(p in data for p in self.PREFILTER)

@@ -122,6 +122,7 @@ class Fp16HazardLint(Codemod):
     DESCRIPTION = "fp16 numerical hazards (findings only)"
     CODES = ("A2A601", "A2A602", "A2A603", "A2A604", "A2A605", "A2A606")
     PREFILTER = (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss")
+    REPORTS_ONLY = True
 
     def wants(self, data: bytes, module_name: str = "") -> bool:
         """Exact-enough second stage without libcst: stdlib `ast` (about 10x faster) looks for anything

@@ -280,7 +280,8 @@ def _stable(current: str, module: cst.Module, path: str, module_name: str, optio
             select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
     """The safety gate: a second rewrite of `current` (the code of `module`) changes nothing."""
     data = current.encode("utf-8", "surrogatepass")
-    codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
+    codemods = [cm for cm in _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
+                if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
     ctx = FileContext(path, module_name, options, facts, select)

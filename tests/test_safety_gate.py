@@ -82,3 +82,20 @@ def test_pass_two_reuses_the_pass_one_index(monkeypatch):
     engine.rewrite_source(text, path="i.py", module_name="i")
     assert module not in built  # the original tree's index came from pass 1
     engine._handoff.clear()
+
+
+def test_findings_only_codemods_are_not_rerun_by_the_gate(monkeypatch):
+    from codemods.registry import CODEMODS
+    hazards = next(cm for cm in CODEMODS if cm.NAME == "hazards")
+    assert hazards.REPORTS_ONLY
+    calls = []
+    real = hazards.transform
+    monkeypatch.setattr(hazards, "transform", lambda w, ctx: calls.append(1) or real(w, ctx))
+    text = ("import torch\nfrom apex import amp\n\ndef train(model, optimizer, x):\n"
+            "    model, optimizer = amp.initialize(model, optimizer, opt_level='O1')\n"
+            "    loss = model(x).half().sum()\n"
+            "    with amp.scale_loss(loss, optimizer) as scaled_loss:\n        scaled_loss.backward()\n"
+            "    optimizer.step()\n")
+    r = engine.rewrite_source(text, path="h.py", module_name="h")
+    assert r.changed and any(f.code.startswith("A2A6") for f in r.findings)
+    assert len(calls) == 1  # the rewrite ran it; the gate did not
