@@ -156,14 +156,10 @@ class ModuleIndex:
     @classmethod
     def of(cls, module: cst.Module) -> "ModuleIndex":
         """The index of `module`, built on first use."""
-        idx = cls._cache.get(id(module))
-        if idx is None or idx.module is not module:
+        idx = cls.cached(module)
+        if idx is None:
             idx = cls(module)
-            cls._cache[id(module)] = idx
-            while len(cls._cache) > cls._CACHE_SIZE:
-                cls._cache.popitem(last=False)
-        else:
-            cls._cache.move_to_end(id(module))
+        cls.remember(idx)
         return idx
 
     @classmethod
@@ -308,28 +304,10 @@ if _CodegenState is not None:
             self.stack: List[cst.CSTNode] = [None]  # type: ignore[list-item]  # parents; None above the module
             self.starts: List[int] = []
             self.popped: Optional[str] = None
-            # the per-node hooks below run for every node: bind what they touch once
-            self._all = index.nodes.append
-            self._parents = index.parents
-            self._bins = {t: getattr(index, kind).append for t, kind in _KINDS.items()}
-            self._names = index.name_values.add
-            self._attrs = index.attr_values.add
 
         def before_codegen(self, node: cst.CSTNode) -> None:
-            stack = self.stack
-            parent = stack[-1]
-            if parent is not None:
-                self._parents[id(node)] = parent
-            self._all(node)
-            t = type(node)
-            add = self._bins.get(t)
-            if add is not None:
-                add(node)
-                if t is cst.Name:
-                    self._names(node.value)  # type: ignore[attr-defined]
-            elif t is cst.Attribute:
-                self._attrs(node.attr.value)  # type: ignore[attr-defined]
-            stack.append(node)
+            self.index._enter(node, self.stack[-1])
+            self.stack.append(node)
             self.starts.append(len(self.tokens))
 
         def after_codegen(self, node: cst.CSTNode) -> None:
