@@ -17,7 +17,7 @@ from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
 from .index import ModuleIndex
 from .guards import FoldApexGuards, apex_flags, apex_locals, is_const
-from .names import ImportTable, dotted_name, names_read
+from .names import ImportTable, dotted_name, import_bound_names, names_read
 
 FP16_UTILS_EXPORTS = {
     "FP16_Optimizer", "FP16Model", "network_to_half", "tofp16", "BN_convert_float", "prep_param_lists",
@@ -94,7 +94,7 @@ class RemoveApexImports(Codemod):
                     if id(stmt) in done or any(isinstance(a, cst.Try) for a in index.ancestors(stmt)):
                         continue
                     done.add(id(stmt))
-                    bound = _bound_names(stmt)
+                    bound = import_bound_names(stmt)
                     if not bound <= removable:
                         new = _without_names(stmt, removable)
                         if new is not None:
@@ -327,13 +327,3 @@ def _strip_leading_blank_lines(module: cst.Module) -> cst.Module:
     return module.with_changes(header=header, body=[first.with_changes(leading_lines=lead)] + list(module.body[1:]))
 
 
-def _bound_names(stmt: cst.CSTNode) -> Set[str]:
-    """Local names an import statement binds."""
-    out: Set[str] = set()
-    if isinstance(stmt, cst.Import):
-        for a in stmt.names:
-            out.add(a.asname.name.value if a.asname else (dotted_name(a.name) or "").split(".")[0])  # type: ignore[union-attr]
-    elif isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
-        for a in stmt.names:
-            out.add(a.asname.name.value if a.asname else dotted_name(a.name) or "")  # type: ignore[union-attr]
-    return out

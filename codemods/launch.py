@@ -22,7 +22,7 @@ from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
 from .index import ModuleIndex, parent_mapping, positions_of
-from .names import (names_read, ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
+from .names import (names_read, import_bound_names, ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
                     norm_code, parse_expr, parse_stmt)
 
 SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
@@ -726,20 +726,8 @@ def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext) ->
     plan = EditPlan()
     for imp in index.imports:
         line = index.parent(imp)
-        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and _binds_only(imp, unused):
-            plan.remove(line)
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            bound = import_bound_names(imp)
+            if bound and bound <= unused:
+                plan.remove(line)
     return apply_plan(module, plan) if plan else module
-
-
-def _binds_only(imp: cst.CSTNode, unused: Set[str]) -> bool:
-    """Whether the import statement binds names, all of them in `unused`."""
-    if not isinstance(imp, (cst.Import, cst.ImportFrom)) or isinstance(imp.names, cst.ImportStar):
-        return False
-    bound = set()
-    for a in imp.names:
-        if a.asname is not None and isinstance(a.asname.name, cst.Name):
-            bound.add(a.asname.name.value)
-        else:
-            bound.add((dotted_name(a.name) or "").split(".")[0] if isinstance(imp, cst.Import)
-                      else dotted_name(a.name) or "")
-    return bool(bound) and bound <= unused

@@ -135,6 +135,18 @@ class _Collector(cst.CSTVisitor):
             self.table._bind(local, f"{base}.{name}" if base else name, node)
 
 
+def import_bound_names(stmt: cst.CSTNode) -> Set[str]:
+    """Local names an Import/ImportFrom statement binds (nothing for `import *` or other nodes)."""
+    out: Set[str] = set()
+    if isinstance(stmt, cst.Import):
+        for a in stmt.names:
+            out.add(a.asname.name.value if a.asname else (dotted_name(a.name) or "").split(".")[0])  # type: ignore[union-attr]
+    elif isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
+        for a in stmt.names:
+            out.add(a.asname.name.value if a.asname else dotted_name(a.name) or "")  # type: ignore[union-attr]
+    return out
+
+
 def names_read(node: cst.CSTNode) -> Set[str]:
     """Names loaded anywhere inside `node` (heads of attribute chains included, attrs excluded)."""
     if isinstance(node, cst.Module):
