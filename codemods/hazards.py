@@ -10,13 +10,14 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from typing import Iterator, List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex, positions_of
 from .names import code_of, dotted_name, literal_number
+from .walk import ast_nodes
 
 FP16_MAX = 65504.0
 FP16_TINY = 6e-8       # smallest fp16 subnormal is ~5.96e-8: anything below rounds to 0
@@ -531,22 +532,6 @@ _BIG_OR_INF_B = re.compile(rb"(?i)\binf(?:ty)?\b|['\"]\s*[+-]?inf(?:inity)?\s*['
                            rb"|(?<![\w.])\d[\d_]{4}|[\d.]e\+?0*(?:[4-9]|[1-9]\d)")
 
 
-def _ast_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of `tree` in no particular order, skipping Load/Store contexts (ast.walk, twice as fast)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for name in node._fields:
-            if name == "ctx":
-                continue
-            value = getattr(node, name, None)
-            if type(value) is list:
-                stack.extend([v for v in value if isinstance(v, ast.AST)])
-            elif isinstance(value, ast.AST):
-                stack.append(value)
-
-
 def _hazard_tokens(data: bytes) -> bool:
     if _BIG_OR_INF_B.search(data) or b"BCELoss" in data or b"binary_cross_entropy" in data:
         return True
@@ -571,7 +556,7 @@ def _may_have_hazard(data: bytes) -> bool:
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True
     scaled = b".scale(" in data
-    for node in _ast_nodes(tree):
+    for node in ast_nodes(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             if _ast_big(node.left, 1e4) or _ast_big(node.right, 1e4):
                 return True

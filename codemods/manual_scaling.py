@@ -28,6 +28,7 @@ from .edits import EditPlan, apply_plan
 from .hazards import FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
+from .walk import ast_nodes
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -796,7 +797,7 @@ def _may_scale_by_hand(data: bytes) -> bool:
         return True
     products: Set[str] = set()
     receivers: Set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
             recv = node.func.value
             if isinstance(recv, ast.BinOp) and isinstance(recv.op, ast.Mult):

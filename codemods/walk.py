@@ -1,4 +1,4 @@
-"""Light read-only walks of a libcst subtree.
+"""Light read-only walks of a libcst subtree (and of a stdlib ast tree, for the second stages).
 
 A libcst visitor rebuilds every node it passes (`_visit_and_replace_children`), which makes even a
 read-only walk cost about as much as parsing the subtree. Questions such as "which names does this
@@ -9,6 +9,7 @@ punctuation nodes are not visited.
 """
 from __future__ import annotations
 
+import ast
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
@@ -50,3 +51,20 @@ def iter_nodes(node: cst.CSTNode, descend: Optional[Callable[[cst.CSTNode], bool
         yield n
         if descend is None or descend(n):
             stack.extend(reversed(children(n)))
+
+
+def ast_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a stdlib-ast `tree`, in no particular order, without the Load/Store contexts
+    (`ast.walk`, about twice as fast): for the ast second stages that ask "is there any ...?"."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node._fields:
+            if name == "ctx":
+                continue
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend([v for v in value if isinstance(v, ast.AST)])
+            elif isinstance(value, ast.AST):
+                stack.append(value)

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 from codemods.base import Codemod, RepoFacts
+from codemods.walk import ast_nodes
 
 # -- stage 1: the registry regex, fast -----------------------------------------------------------
 
@@ -197,11 +198,11 @@ def _install_guard(data: bytes) -> bool:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True  # libcst reports the file
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree):
         if isinstance(node, ast.ExceptHandler) and isinstance(node.type, (ast.Name, ast.Attribute)) and \
                 (node.type.id if isinstance(node.type, ast.Name) else node.type.attr) in \
                 ("ImportError", "ModuleNotFoundError"):
-            for sub in ast.walk(node):
+            for sub in ast_nodes(node):
                 if isinstance(sub, ast.Constant) and isinstance(sub.value, (str, bytes)) and \
                         (b"apex" in sub.value.lower() if isinstance(sub.value, bytes) else "apex" in sub.value.lower()):
                     return True
