@@ -8,7 +8,7 @@ import and get a finding.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -156,30 +156,20 @@ def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
     guard_stmts: List[cst.CSTNode] = []
     fallback_assigns: List[cst.CSTNode] = []
     guard_comparisons: List[cst.CSTNode] = []
-    index = ModuleIndex.of(module)
-    parents = index.parents
-    skipped: Set[int] = set()
-    for node in index.nodes:
-        key = id(node)
-        if key in skipped:
-            continue
-        parent = parents.get(key)
-        if parent is not None and id(parent) in skipped:
-            skipped.add(key)
-            continue
+
+    def visit(node: cst.CSTNode) -> Sequence[Optional[cst.CSTNode]]:
         t = type(node)
         if t is cst.Name:
-            uses.setdefault(node.value, []).append(node)  # type: ignore[attr-defined]
+            uses.setdefault(node.value, []).append(node)  # type: ignore[attr-defined,arg-type]
         elif t is cst.Attribute:
-            skipped.add(id(node.attr))  # type: ignore[attr-defined]
+            return (node.attr,)  # type: ignore[attr-defined]
         elif t is cst.Arg:
-            if node.keyword is not None:  # type: ignore[attr-defined]
-                skipped.add(id(node.keyword))  # type: ignore[attr-defined]
+            return (node.keyword,)  # type: ignore[attr-defined]
         elif t is cst.Import or t is cst.ImportFrom:
-            skipped.add(key)
+            return (node,)
         elif (t is cst.SimpleStatementLine or t is cst.If) and _is_guard_stmt(node, guard_names):
             guard_stmts.append(node)
-            skipped.add(key)
+            return (node,)
         elif t is cst.SimpleStatementLine and len(node.body) == 1 and \
                 isinstance(node.body[0], cst.Assign):  # type: ignore[attr-defined]
             a = node.body[0]  # type: ignore[attr-defined]
@@ -187,7 +177,7 @@ def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
             if tnames <= guard_names and isinstance(a.value, cst.Name) and \
                     a.value.value in ("None", "True", "False"):
                 fallback_assigns.append(node)
-                skipped.add(key)
+                return (node,)
         elif t is cst.Comparison:
             # `amp is None` / `amp is not None` fold to constants once apex is gone
             n = node
@@ -196,7 +186,10 @@ def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
                     isinstance(n.comparisons[0].comparator, cst.Name) and \
                     n.comparisons[0].comparator.value == "None":  # type: ignore[attr-defined]
                 guard_comparisons.append(n)
-                skipped.add(key)
+                return (node,)
+        return ()
+
+    ModuleIndex.of(module).walk_pruned(visit)
     return uses, guard_stmts, fallback_assigns, guard_comparisons
 
 

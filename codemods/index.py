@@ -18,7 +18,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import accumulate
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
@@ -196,29 +196,42 @@ class ModuleIndex:
         and parameter names (their defaults and annotations count)."""
         if self._read_names is None:
             out: Set[str] = set()
-            skipped: Set[int] = set()
-            parents = self.parents
-            for node in self.nodes:
-                if id(node) in skipped:
-                    continue
-                parent = parents.get(id(node))
-                if parent is not None and id(parent) in skipped:
-                    skipped.add(id(node))
-                    continue
+
+            def visit(node: cst.CSTNode) -> Sequence[Optional[cst.CSTNode]]:
                 t = type(node)
                 if t is cst.Name:
                     out.add(node.value)  # type: ignore[attr-defined]
                 elif t is cst.Attribute:
-                    skipped.add(id(node.attr))  # type: ignore[attr-defined]
+                    return (node.attr,)  # type: ignore[attr-defined]
                 elif t is cst.Arg:
-                    if node.keyword is not None:  # type: ignore[attr-defined]
-                        skipped.add(id(node.keyword))  # type: ignore[attr-defined]
+                    return (node.keyword,)  # type: ignore[attr-defined]
                 elif t is cst.Param:
-                    skipped.add(id(node.name))  # type: ignore[attr-defined]
+                    return (node.name,)  # type: ignore[attr-defined]
                 elif t is cst.Import or t is cst.ImportFrom:
-                    skipped.add(id(node))
+                    return (node,)
+                return ()
+
+            self.walk_pruned(visit)
             self._read_names = out
         return self._read_names
+
+    def walk_pruned(self, visit: Callable[[cst.CSTNode], Sequence[Optional[cst.CSTNode]]]) -> None:
+        """Call `visit` on every node in source order, except inside the subtrees it prunes:
+        `visit(node)` returns the nodes (the node itself, or some of its children; None is ignored)
+        whose subtrees are left out."""
+        pruned: Set[int] = set()
+        parents = self.parents
+        for node in self.nodes:
+            key = id(node)
+            if key in pruned:
+                continue
+            parent = parents.get(key)
+            if parent is not None and id(parent) in pruned:
+                pruned.add(key)
+                continue
+            for n in visit(node):
+                if n is not None:
+                    pruned.add(id(n))
 
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return self.parents.get(id(node))
