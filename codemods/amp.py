@@ -1144,18 +1144,15 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
     PREFILTER = (b"apex", b"scaler")
+    PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
-    def analyze(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> None:
+    def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         a = _Analysis(wrapper, ctx)
         a.run()
         if a.exported_funcs and ctx.module_name:
             key = _facts_key(ctx)
             ctx.exported.scaler_functions.setdefault(key, []).extend(a.exported_funcs)
             ctx.exported.scaler_params[key] = a.scaler_ref
-
-    def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        a = _Analysis(wrapper, ctx)
-        a.run()
         if not a.plan:
             return wrapper.module
         new = apply_plan(wrapper.module, a.plan)

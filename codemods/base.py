@@ -167,7 +167,8 @@ class Codemod:
 
     Subclasses set NAME, DESCRIPTION, CODES (rule codes they may emit) and PREFILTER (byte strings of
     which at least one must occur in a file for the codemod to run) and implement `transform`.
-    `analyze` may contribute repo facts in pass 1.
+    A codemod with PUBLISHES_FACTS records, while it transforms, the repo facts other files need in
+    `ctx.exported`: the engine then runs it in pass 1.
     """
 
     NAME = "base"
@@ -175,14 +176,12 @@ class Codemod:
     CODES: Tuple[str, ...] = ()
     PREFILTER: Tuple[bytes, ...] = ()
     REPORTS_ONLY = False  # True: transform always returns its module (the safety gate skips it)
+    PUBLISHES_FACTS = False  # True: transform fills ctx.exported (pass 1 runs it first)
 
     def matches(self, data: bytes) -> bool:
         return any(p in data for p in self.PREFILTER)
 
-    def analyze(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> None:
-        """Pass 1: record facts about this file in ctx.exported (default: nothing)."""
-
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
-        """Pass 2: return the new module; report findings through ctx.report."""
+        """Return the new module; report findings through ctx.report."""
         raise NotImplementedError
 

@@ -1,4 +1,4 @@
-"""The two-pass engine: prefilter, index (pass 1), rewrite (pass 2), safety gate, write.
+"""The two-pass engine: prefilter, pass 1 (files that may publish repo facts), pass 2, safety gate, write.
 
 `rewrite_source` is the pure core used by everything else: text in, new text and findings out.
 `run` drives a whole tree: discovery, repo facts, per-file handlers by kind, atomic writes.
@@ -50,6 +50,7 @@ class Result:
     findings: List[Finding] = field(default_factory=list)
     error: Optional[str] = None
     launch_notes: List[Dict[str, Any]] = field(default_factory=list)
+    exported: RepoFacts = field(default_factory=RepoFacts)  # facts this file publishes for the others
 
     @property
     def changed(self) -> bool:
@@ -78,26 +79,8 @@ def _compose(maps: List[List[int]], line: int) -> int:
     return line
 
 
-# Trees parsed in pass 1 (with their index when one was built), handed to pass 2 of the same file
-# in the same process and taken on use.
-_handoff: Dict[str, Tuple[str, cst.Module, Optional[ModuleIndex]]] = {}
-_HANDOFF_CHARS = 300_000  # source characters kept at most (tree and index are ~150x the source in memory)
-
-
-def _parse(text: str, path: str = "") -> cst.Module:
-    """libcst's parse of `text`, or the tree pass 1 parsed from the same text of `path`."""
-    kept = _handoff.pop(path, None) if path else None
-    if kept is not None and kept[0] == text:
-        if kept[2] is not None:
-            ModuleIndex.remember(kept[2])
-        return kept[1]
+def _parse(text: str) -> cst.Module:
     return cst.parse_module(text)
-
-
-def _hand_off(path: str, text: str, module: cst.Module) -> None:
-    """Keep pass 1's tree of `path` for pass 2, while the kept sources stay under the bound."""
-    if path and sum(len(t) for t, _, _ in _handoff.values()) + len(text) <= _HANDOFF_CHARS:
-        _handoff[path] = (text, module, ModuleIndex.cached(module))
 
 
 def _python_parse_error(text: str) -> Optional[str]:
@@ -158,33 +141,6 @@ def _guard(e: BaseException) -> None:
     """Re-raise what must stop the run (Ctrl-C, exit); everything else becomes a per-file error."""
     if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
         raise e
-
-
-def analyze_source(text: str, *, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
-                   select: Optional[Callable[[str], bool]] = None, prefilter_enabled: bool = True) -> RepoFacts:
-    """Pass 1: the repo facts one file contributes (nothing for files no analyzing codemod wants)."""
-    data = text.encode("utf-8", "surrogatepass")
-    ctx = FileContext(path, module_name, options, None, select)
-    wanted = [cm for cm in _run_codemods_for(data, ctx.select, module_name, None, prefilter_enabled)
-              if prefilter.analyzes(cm)]
-    if not wanted:
-        return ctx.exported
-    try:
-        module = _parse(text)
-    except BaseException as e:  # noqa: B036 - libcst's native parser may panic (BaseException)
-        _guard(e)
-        return ctx.exported
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = _LazyPositions(wrapper)
-    for cm in wanted:
-        ctx.begin_stage(positions)
-        try:
-            cm.analyze(wrapper, ctx)
-        except BaseException as e:  # noqa: B036
-            _guard(e)
-        ctx.end_stage()
-    _hand_off(path, text, module)
-    return ctx.exported
 
 
 def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: FileContext, track_lines: bool
@@ -248,7 +204,7 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     if not codemods:
         return Result(text, text)
     try:
-        module = _parse(text, path)
+        module = _parse(text)
     except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
         _guard(e)
         return Result(text, text, error=_parse_error(e))
@@ -256,7 +212,7 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
         return Result(text, text, findings=findings, error=error)
-    result = Result(text, current, findings, None, list(ctx.launch_notes))
+    result = Result(text, current, findings, None, list(ctx.launch_notes), ctx.exported)
     if current != text:
         why = _python_parse_error(current)
         if why is not None:
@@ -313,6 +269,7 @@ class FileResult:
     error: Optional[str] = None
     written: bool = False
     launch_notes: List[Dict[str, Any]] = field(default_factory=list)
+    exported: Optional[RepoFacts] = None  # pass 1 only: the facts the file publishes
 
     @property
     def changed(self) -> bool:
@@ -371,7 +328,7 @@ def _python_handler(src: Source, d: discovery.Discovered, config: RunConfig, fac
                          select=_selection_for(d.path, d.root, config), facts=facts,
                          prefilter_enabled=config.prefilter)
     return FileResult(d.path, d.kind, src.text, res.new_text if res.error is None else src.text,
-                      res.findings, res.error, launch_notes=res.launch_notes)
+                      res.findings, res.error, launch_notes=res.launch_notes, exported=res.exported)
 
 
 def _other_handler(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
@@ -388,48 +345,73 @@ def process_file(d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -
         src = _read(d)
     except SourceError as e:
         return FileResult(d.path, d.kind, error=str(e))
+    fr = _rewrite_read(src, d, config, facts)
+    if config.write and fr.changed:
+        _write_result(src, fr)
+    return fr
+
+
+def _rewrite_read(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
+    """The rewrite of a file already read and decoded (nothing is written)."""
     if d.kind != discovery.PYTHON and config.prefilter and not may_need_work(src.data):
         return FileResult(d.path, d.kind, src.text, src.text)
     try:
         if d.kind == discovery.PYTHON:
-            fr = _python_handler(src, d, config, facts)
-        else:
-            fr = _other_handler(src, d, config, facts)
+            return _python_handler(src, d, config, facts)
+        return _other_handler(src, d, config, facts)
     except BaseException as e:  # noqa: B036 - keep the run going whatever one file does
         _guard(e)
         return FileResult(d.path, d.kind, src.text, src.text, error=f"internal error: {type(e).__name__}: {e}")
-    if config.write and fr.changed:
-        try:
-            write_atomic(d.path, src.encode(fr.new_text), src.data)
-            fr.written = True
-        except SourceError as e:
-            fr.error = str(e)
-            fr.new_text = fr.old_text
-        except UnicodeEncodeError as e:
-            fr.error = (f"the rewritten text cannot be encoded in the file's encoding ({src.encoding}): "
-                        f"{e.reason}; not overwritten")
-            fr.new_text = fr.old_text
-        except OSError as e:
-            fr.error = f"cannot write: {e.strerror or e}"
-            fr.new_text = fr.old_text
+
+
+def _write_result(src: Source, fr: FileResult) -> None:
+    """Write `fr.new_text` over the file `src` was read from; a failure becomes `fr.error`."""
+    try:
+        write_atomic(fr.path, src.encode(fr.new_text), src.data)
+        fr.written = True
+    except SourceError as e:
+        fr.error = str(e)
+        fr.new_text = fr.old_text
+    except UnicodeEncodeError as e:
+        fr.error = (f"the rewritten text cannot be encoded in the file's encoding ({src.encoding}): "
+                    f"{e.reason}; not overwritten")
+        fr.new_text = fr.old_text
+    except OSError as e:
+        fr.error = f"cannot write: {e.strerror or e}"
+        fr.new_text = fr.old_text
+
+
+def _write_later(d: discovery.Discovered, fr: FileResult) -> FileResult:
+    """Write a result computed earlier in a worker (pass 1's rewrite), if the file still holds its text."""
+    try:
+        src = _read(d)
+    except SourceError as e:
+        fr.error, fr.new_text = str(e), fr.old_text
+        return fr
+    if src.text != fr.old_text:
+        fr.error, fr.new_text = "file changed on disk while it was being processed; not overwritten", fr.old_text
+        return fr
+    _write_result(src, fr)
     return fr
 
 
-def index_file(d: discovery.Discovered, config: RunConfig) -> RepoFacts:
-    """Pass 1 for one file: both prefilter stages first, libcst only where an analyzing codemod applies."""
-    if d.kind != discovery.PYTHON:
-        return RepoFacts()
+def pass_one_file(d: discovery.Discovered, config: RunConfig) -> Tuple[RepoFacts, Optional[FileResult]]:
+    """Pass 1 for one file: its rewrite without other files' facts, and the facts it publishes.
+
+    `run` keeps the rewrite when the file names nothing another file published (pass 2 would make
+    the same one) and sends the file to pass 2 otherwise. Nothing is written here.
+    """
     try:
-        src = decode_python(d.path, read_bytes(d.path))
-    except SourceError:
-        return RepoFacts()
-    mod, _ = discovery.module_name_for(d.path)
-    return analyze_source(src.text, path=d.path, module_name=mod, options=config.options,
-                          select=_selection_for(d.path, d.root, config), prefilter_enabled=config.prefilter)
+        src = _read(d)
+    except SourceError as e:
+        return RepoFacts(), FileResult(d.path, d.kind, error=str(e))
+    fr = _rewrite_read(src, d, config, RepoFacts())
+    published = fr.exported or RepoFacts()
+    return published, _slim(fr)
 
 
-# What the cheap screen of a file decided: nothing to do, pass 2 only, or pass 1 and pass 2.
-_SKIP, _REWRITE, _INDEX = 0, 1, 2
+# What the cheap screen of a file decided: nothing to do, pass 2 only, or pass 1 (it may publish facts).
+_SKIP, _REWRITE, _PASS_ONE = 0, 1, 2
 
 
 def _screen(d: discovery.Discovered, config: RunConfig) -> Tuple[int, Optional[FileResult]]:
@@ -447,7 +429,7 @@ def _screen(d: discovery.Discovered, config: RunConfig) -> Tuple[int, Optional[F
     except SourceError as e:
         return _SKIP, FileResult(d.path, d.kind, error=str(e))
     if not config.prefilter:
-        return (_INDEX if d.kind == discovery.PYTHON else _REWRITE), None
+        return (_PASS_ONE if d.kind == discovery.PYTHON else _REWRITE), None
     if d.kind != discovery.PYTHON:
         return (_REWRITE if may_need_work(data) else _SKIP), None
     if not prefilter.coarse(data):
@@ -456,22 +438,24 @@ def _screen(d: discovery.Discovered, config: RunConfig) -> Tuple[int, Optional[F
     wanted = prefilter.codemods_for(data, CODEMODS, _selection_for(d.path, d.root, config), module_name=mod)
     if not wanted:
         return _SKIP, None
-    return (_INDEX if any(prefilter.analyzes(cm) for cm in wanted) else _REWRITE), None
+    return (_PASS_ONE if any(prefilter.publishes_facts(cm) for cm in wanted) else _REWRITE), None
 
 
 def _slim(fr: FileResult) -> FileResult:
-    """Drop the texts of a file that does not change (memory stays bounded on big trees)."""
+    """Drop what the report does not need: the texts of a file that does not change (memory stays
+    bounded on big trees) and the facts it published (pass 1 took them)."""
     if not fr.changed:
         fr.old_text = fr.new_text = ""
+    fr.exported = None
     return fr
 
 
-def _index_task(task: Tuple[discovery.Discovered, RunConfig]) -> RepoFacts:
+def _pass_one_task(task: Tuple[discovery.Discovered, RunConfig]) -> Tuple[RepoFacts, Optional[FileResult]]:
     try:
-        return index_file(*task)
+        return pass_one_file(*task)
     except BaseException as e:  # noqa: B036 - pass 1 is best effort
         _guard(e)
-        return RepoFacts()
+        return RepoFacts(), None
 
 
 def _process_task(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> FileResult:
@@ -483,8 +467,8 @@ def _process_task(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> Fi
         return FileResult(d.path, d.kind, error=f"internal error: {type(e).__name__}: {e}")
 
 
-def _index_crashed(task: Tuple[discovery.Discovered, RunConfig]) -> RepoFacts:
-    return RepoFacts()
+def _pass_one_crashed(task: Tuple[discovery.Discovered, RunConfig]) -> Tuple[RepoFacts, Optional[FileResult]]:
+    return RepoFacts(), None  # pass 2 tries the file again and reports it
 
 
 def _process_crashed(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> FileResult:
@@ -498,14 +482,13 @@ def run(paths: Sequence[str], config: RunConfig,
     """Process every file under `paths`; results come back (and stream to `on_result`) in path order.
 
     Every file is read and screened by the prefilter in this process; only the files that need
-    libcst go to pass 1 (when an analyzing codemod wants them) and pass 2, in worker processes when
-    there are enough of them (`config.jobs`), in-process otherwise.
+    libcst are parsed, in worker processes when there are enough of them (`config.jobs`),
+    in-process otherwise. Pass 1 rewrites the files a fact-publishing codemod wants and gathers
+    their facts; pass 2 rewrites the other files, and again those of pass 1 that name a fact
+    another file published. Each file is parsed once unless it is rewritten again in pass 2.
     """
     with _quiet_gc():
-        try:
-            return _run(paths, config, on_result)
-        finally:
-            _handoff.clear()  # trees of files pass 2 never took (errors, selection) go with the run
+        return _run(paths, config, on_result)
 
 
 @contextmanager
@@ -531,22 +514,60 @@ def _run(paths: Sequence[str], config: RunConfig,
     result = RunResult(scanned=len(files))
     with FilePool(config.jobs) as pool:
         facts = RepoFacts()
-        to_index = [(d, config) for d, (step, _) in zip(files, screened) if step == _INDEX]
-        for f in pool.map(_index_task, to_index, _index_crashed):
+        indexed = [i for i, (step, _) in enumerate(screened) if step == _PASS_ONE]
+        published: Dict[int, RepoFacts] = {}
+        early_rewrites: Dict[int, FileResult] = {}
+        pass1 = pool.map(_pass_one_task, [(files[i], config) for i in indexed], _pass_one_crashed, weight=_file_weight)
+        for i, (f, fr) in zip(indexed, pass1):
             facts.merge(f)
+            published[i] = f
+            if fr is not None:
+                early_rewrites[i] = fr
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts) for d, s in zip(files, screened)]
-        todo = [(d, config, facts) for d, (step, _) in zip(files, screened) if step != _SKIP]
+            early_rewrites = _still_valid(files, early_rewrites, published)
+        todo = [(d, config, facts) for i, (d, (step, _)) in enumerate(zip(files, screened))
+                if step != _SKIP and i not in early_rewrites]
         processed = pool.map(_process_task, todo, _process_crashed, weight=_file_weight)
-        for d, (step, early) in zip(files, screened):
+        for i, (d, (step, early)) in enumerate(zip(files, screened)):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
+            elif i in early_rewrites:
+                fr = early_rewrites.pop(i)
+                if config.write and fr.changed:
+                    fr = _write_later(d, fr)
             else:
                 fr = next(processed)
             result.files.append(fr)
             if on_result:
                 on_result(fr)
     return result
+
+
+def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResult],
+                 published: Dict[int, RepoFacts]) -> Dict[int, FileResult]:
+    """The pass-1 rewrites that pass 2 would make the same: the file names no fact another file published.
+
+    A rewrite reads other files' facts only at call sites of the functions they publish, and such a
+    call names the function; a file that names none of them gets the same rewrite from pass 2.
+    """
+    by_name: Dict[bytes, int] = {}
+    own = {i: prefilter.fact_names(f) for i, f in published.items()}
+    for names in own.values():
+        for n in names:
+            by_name[n] = by_name.get(n, 0) + 1
+    kept: Dict[int, FileResult] = {}
+    for i, fr in early.items():
+        others = [n for n, count in by_name.items() if count > (1 if n in own.get(i, ()) else 0)]
+        if others:
+            try:
+                data = read_bytes(files[i].path)
+            except SourceError:
+                continue
+            if any(n in data for n in others):
+                continue
+        kept[i] = fr
+    return kept
 
 
 def _file_weight(task: Tuple[Any, ...]) -> float:

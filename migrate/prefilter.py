@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 try:  # Python >= 3.11
     import re._parser as _sre_parse  # type: ignore[import-not-found]
@@ -245,25 +245,25 @@ REFINEMENTS: Dict[str, Dict[bytes, Refinement]] = {
 }
 
 
-def _fact_names(facts: Optional[RepoFacts]) -> Iterable[bytes]:
+def fact_names(facts: Optional[RepoFacts]) -> Set[bytes]:
     """Names pass 1 published for other files (functions that now take a scaler, spawn entries)."""
     if not facts:
-        return ()
+        return set()
     names = set()
     for funcs in facts.scaler_functions.values():
         names.update(funcs)
     for key in facts.spawn_entries:
         names.add(str(key).rsplit(".", 1)[-1])
-    return [n.encode("utf-8") for n in names if n]
+    return {n.encode("utf-8") for n in names if n}
 
 
 def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
     """Whether `cm` may rewrite or report anything in a file with these bytes."""
     if not cm.matches(data):
-        return analyzes(cm) and mentions_fact(data, facts)
+        return publishes_facts(cm) and mentions_fact(data, facts)
     wants = getattr(cm, "wants", None)
     if callable(wants):  # a codemod may state its own exact second stage
-        return bool(wants(data, module_name)) or (analyzes(cm) and mentions_fact(data, facts))
+        return bool(wants(data, module_name)) or (publishes_facts(cm) and mentions_fact(data, facts))
     refine = REFINEMENTS.get(cm.NAME)
     if not refine:
         return True
@@ -272,11 +272,11 @@ def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optio
             check = refine.get(token)
             if check is None or check(data, module_name, facts):
                 return True
-    return analyzes(cm) and mentions_fact(data, facts)
+    return publishes_facts(cm) and mentions_fact(data, facts)
 
 
 def mentions_fact(data: bytes, facts: Optional[RepoFacts]) -> bool:
-    return any(n in data for n in _fact_names(facts))
+    return any(n in data for n in fact_names(facts))
 
 
 def codemods_for(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool], *,
@@ -300,11 +300,11 @@ def needs_work(data: bytes, codemods: Sequence[Codemod], select: Callable[[str],
     return bool(codemods_for(data, codemods, select, module_name=module_name, facts=facts))
 
 
-def analyzes(cm: Codemod) -> bool:
-    """Whether `cm` contributes repo facts in pass 1 (overrides Codemod.analyze)."""
-    return type(cm).analyze is not Codemod.analyze
+def publishes_facts(cm: Codemod) -> bool:
+    """Whether `cm` contributes repo facts, so that the files it wants go to pass 1."""
+    return bool(getattr(cm, "PUBLISHES_FACTS", False))
 
 
 def has_fact_names(facts: Optional[RepoFacts]) -> bool:
     """Whether pass 1 published names that make other files' call sites need pass 2."""
-    return bool(list(_fact_names(facts)))
+    return bool(list(fact_names(facts)))

@@ -1,7 +1,4 @@
-"""The safety gate: a rewrite that does not parse, or that a second rewrite would change, is refused.
-
-Also: pass 2 reuses the tree pass 1 parsed from the same text, and only that text.
-"""
+"""The safety gate: a rewrite that does not parse, or that a second rewrite would change, is refused."""
 from __future__ import annotations
 
 import libcst as cst
@@ -48,40 +45,6 @@ def test_idempotent_output_passes(only):
     only(once)
     r = engine.rewrite_source("x = 1\n", path="a.py")
     assert r.error is None and r.new_text == "x = 1\ny = 2\n"
-
-
-def test_pass_two_reuses_the_pass_one_tree_of_the_same_text(monkeypatch):
-    text = "from apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
-    engine._handoff.clear()
-    engine.analyze_source(text, path="t.py", module_name="t")
-    assert "t.py" in engine._handoff
-    parses = []
-    real = cst.parse_module
-    monkeypatch.setattr(engine.cst, "parse_module", lambda s: parses.append(s) or real(s))
-    engine.rewrite_source(text, path="t.py", module_name="t")
-    assert parses == [] and "t.py" not in engine._handoff
-    # a changed text is parsed afresh
-    engine.analyze_source(text, path="t.py", module_name="t")
-    parses.clear()
-    engine.rewrite_source(text + "\n", path="t.py", module_name="t")
-    assert parses == [text + "\n"]
-    engine._handoff.clear()
-
-
-def test_pass_two_reuses_the_pass_one_index(monkeypatch):
-    from codemods.index import ModuleIndex
-    text = "from apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
-    engine._handoff.clear()
-    engine.analyze_source(text, path="i.py", module_name="i")
-    _, module, index = engine._handoff["i.py"]
-    assert index is not None and index.module is module
-    ModuleIndex._cache.clear()  # as after many other files
-    built = []
-    real_init = ModuleIndex.__init__
-    monkeypatch.setattr(ModuleIndex, "__init__", lambda self, m, **k: built.append(m) or real_init(self, m, **k))
-    engine.rewrite_source(text, path="i.py", module_name="i")
-    assert module not in built  # the original tree's index came from pass 1
-    engine._handoff.clear()
 
 
 def test_findings_only_codemods_are_not_rerun_by_the_gate(monkeypatch):
