@@ -16,8 +16,8 @@ import libcst as cst
 
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex, positions_of
-from .names import code_of, dotted_name, literal_number
-from .walk import ast_nodes
+from .names import code_of, dotted_name, literal_number, power_value
+from .walk import ast_nodes, ast_nodes_near
 
 FP16_MAX = 65504.0
 FP16_TINY = 6e-8       # smallest fp16 subnormal is ~5.96e-8: anything below rounds to 0
@@ -498,7 +498,20 @@ class _Lint(cst.CSTVisitor):
 
 _MIXED_PRECISION_B = re.compile(MIXED_PRECISION.pattern.encode())
 _FP16_CASTS_B = re.compile(FP16_CASTS.pattern.encode())
+_AUTOCAST_OR_SCALER_B = re.compile(AUTOCAST_OR_SCALER.pattern.encode())
+# a number literal that may lie below FP16_INV_TINY (1.5e-5): an exponent <= -5, 0.0000..., or a power
+_SMALL_LITERAL_B = re.compile(rb"(?i)\d[eE]-0*(?:[5-9]|[1-9]\d)|\.0000|\*\*")
 _INF_WORDS = ("inf", "+inf", "-inf", "infinity", "-infinity")
+
+
+def _ast_number(node: ast.AST) -> Optional[float]:
+    """The stdlib-AST twin of `literal_number` for a power's operands (a signed int or float constant)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _ast_number(node.operand)
+        return -v if v is not None else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    return None
 
 
 def _ast_big(node: ast.AST, threshold: float = FP16_MAX) -> bool:
@@ -509,7 +522,8 @@ def _ast_big(node: ast.AST, threshold: float = FP16_MAX) -> bool:
         v = node.value
         return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) >= threshold
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-        return True  # 2 ** 30 and friends: let the real lint decide
+        v = power_value(_ast_number(node.left), _ast_number(node.right))  # as `literal_number` does
+        return v is not None and abs(v) >= threshold
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args:
         a = node.args[0]
         if isinstance(a, ast.Constant) and str(a.value).strip().lower() in _INF_WORDS:
@@ -532,10 +546,37 @@ _BIG_OR_INF_B = re.compile(rb"(?i)\binf(?:ty)?\b|['\"]\s*[+-]?inf(?:inity)?\s*['
                            rb"|(?<![\w.])\d[\d_]{4}|[\d.]e\+?0*(?:[4-9]|[1-9]\d)")
 
 
-def _hazard_tokens(data: bytes) -> bool:
-    if _BIG_OR_INF_B.search(data) or b"BCELoss" in data or b"binary_cross_entropy" in data:
-        return True
-    if b".scale(" in data and any(w in data for w in (b"isnan", b"isinf", b"isfinite", b"clip_grad")):
+_SUBSCRIPT_ASSIGN_B = re.compile(rb"\]\s*=[^=]")
+# Where a rule can fire, every statement holds one of these: a big constant, BCE, a cast, a check
+# (a plain superset of _BIG_OR_INF_B's tokens, without look-behinds: this one runs over whole files).
+_WHERE_B = re.compile(rb"\d[\d_]{4}|[\d.][eE]\+?0*(?:[4-9]|[1-9]\d)|\*\*|[iI][nN][fF]|finfo|0[xXoObB]"
+                      rb"|BCELoss|binary_cross_entropy|\bhalf\b|\bto\b|\btype\b|isnan|isinf|isfinite|clip_grad")
+
+
+def _lines_of(data: bytes, pattern: "re.Pattern[bytes]") -> Optional[List[int]]:
+    """The sorted 1-based lines holding a match of `pattern`, as the stdlib parser numbers them
+    (None when the file has bare carriage returns, which it also counts as line ends)."""
+    if data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    starts = [m.start() for m in pattern.finditer(data)]
+    if not starts:
+        return []
+    out: List[int] = []
+    line, pos = 1, 0
+    for start in starts:
+        line += data.count(b"\n", pos, start)
+        pos = start
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
+
+
+def _hazard_tokens(data: bytes, autocast: bool) -> bool:
+    """Bytes some rule needs; without autocast only a subscript assignment and the scaler rules remain."""
+    scaled = b".scale(" in data and any(w in data for w in (b"isnan", b"isinf", b"isfinite", b"clip_grad"))
+    if not autocast:
+        return scaled or (_SUBSCRIPT_ASSIGN_B.search(data) is not None and _BIG_OR_INF_B.search(data) is not None)
+    if scaled or _BIG_OR_INF_B.search(data) or b"BCELoss" in data or b"binary_cross_entropy" in data:
         return True
     return (b".to(" in data or b".type(" in data or b".half" in data) and (b"float16" in data or b"half" in data.lower())
 
@@ -547,18 +588,20 @@ def _may_have_hazard(data: bytes) -> bool:
     non-finite check or clipping next to a scaler. Syntax errors go on to libcst, which reports them."""
     if not _MIXED_PRECISION_B.search(data):
         return False
-    if _FP16_CASTS_B.search(data):
-        return True  # .half() / .to(float16): A2A604, and A2A602 becomes possible
-    if not _hazard_tokens(data):
+    autocast = _AUTOCAST_OR_SCALER_B.search(data) is not None  # the lint's autocast_file
+    if _FP16_CASTS_B.search(data) and (autocast or _SMALL_LITERAL_B.search(data)):
+        return True  # .half() / .to(float16): A2A604 in an autocast file; A2A602 with a tiny eps
+    if not _hazard_tokens(data, autocast):
         return False
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True
     scaled = b".scale(" in data
-    for node in ast_nodes(tree):
+    lines = _lines_of(data, _WHERE_B)
+    for node in ast_nodes(tree) if lines is None else ast_nodes_near(tree, lines):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-            if _ast_big(node.left, 1e4) or _ast_big(node.right, 1e4):
+            if autocast and (_ast_big(node.left, 1e4) or _ast_big(node.right, 1e4)):
                 return True
         elif isinstance(node, ast.Assign):
             if any(isinstance(t, ast.Subscript) for t in node.targets) and _ast_big(node.value):
@@ -566,17 +609,18 @@ def _may_have_hazard(data: bytes) -> bool:
         elif isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if name in MASK_FUNCS and any(_ast_big(a) for a in list(node.args) + [k.value for k in node.keywords]):
+            if autocast and name in MASK_FUNCS and any(
+                    _ast_big(a) for a in list(node.args) + [k.value for k in node.keywords]):
                 return True
-            if name.endswith("BCELoss") or name == "binary_cross_entropy":
+            if autocast and (name.endswith("BCELoss") or name == "binary_cross_entropy"):
                 return True
             if scaled and (name in ("isnan", "isinf", "isfinite") or name in CLIP_FUNCS):
                 return True
-            if isinstance(f, ast.Attribute) and (f.attr == "half" or f.attr in ("to", "type") and any(
+            if autocast and isinstance(f, ast.Attribute) and (f.attr == "half" or f.attr in ("to", "type") and any(
                     "float16" in ast.dump(a) or "half" in ast.dump(a).lower()
                     for a in list(node.args) + [k.value for k in node.keywords])):
                 return True
-        elif isinstance(node, (ast.Name, ast.Attribute)):
+        elif autocast and isinstance(node, (ast.Name, ast.Attribute)):
             name = node.id if isinstance(node, ast.Name) else node.attr
             if name.endswith("BCELoss") or name == "binary_cross_entropy":
                 return True

@@ -275,10 +275,22 @@ def literal_number(node: Optional[cst.BaseExpression]) -> Optional[float]:
         v = literal_number(node.expression)
         return -v if v is not None else None
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
-        a, b = literal_number(node.left), literal_number(node.right)
-        if a is not None and b is not None and abs(b) < 400:
-            return a ** b
+        return power_value(literal_number(node.left), literal_number(node.right))
     return None
+
+
+def power_value(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """`a ** b` of two literal numbers: inf when it overflows, None when undefined (0 ** -1, a complex
+    root) or when the exponent is out of reach (|b| >= 400)."""
+    if a is None or b is None or abs(b) >= 400:
+        return None
+    try:
+        v = a ** b
+    except OverflowError:
+        return float("inf")
+    except ZeroDivisionError:
+        return None
+    return v if isinstance(v, float) else None
 
 
 def parse_expr(code: str) -> cst.BaseExpression:

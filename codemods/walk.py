@@ -10,7 +10,8 @@ punctuation nodes are not visited.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+import bisect
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -68,3 +69,25 @@ def ast_nodes(tree: ast.AST) -> Iterator[ast.AST]:
                 stack.extend([v for v in value if isinstance(v, ast.AST)])
             elif isinstance(value, ast.AST):
                 stack.append(value)
+
+
+def ast_nodes_near(tree: ast.Module, lines: Sequence[int]) -> Iterator[ast.AST]:
+    """The nodes of the statements of `tree` whose line span holds one of `lines` (sorted), in no
+    particular order: a statement elsewhere is skipped whole, and a compound statement's own parts
+    (test, decorators, handlers) are walked while its body statements are pruned the same way."""
+    def touches(node: ast.AST) -> bool:
+        i = bisect.bisect_left(lines, node.lineno)  # type: ignore[attr-defined]
+        return i < len(lines) and lines[i] <= (node.end_lineno or node.lineno)  # type: ignore[attr-defined]
+
+    stack: List[ast.AST] = [s for s in tree.body if touches(s)]
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        for name in stmt._fields:
+            value = getattr(stmt, name, None)
+            for v in (value if type(value) is list else (value,)):
+                if isinstance(v, ast.stmt):
+                    if touches(v):
+                        stack.append(v)
+                elif isinstance(v, ast.AST) and not isinstance(v, ast.expr_context):
+                    yield from ast_nodes(v)

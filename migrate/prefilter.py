@@ -188,24 +188,34 @@ def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> 
 _IMPORT_ERROR_HANDLER = re.compile(rb"except[ \t(]+(?:builtins\.)?(?:ImportError|ModuleNotFoundError)\b")
 
 
+_GUARD_TYPES = ("ImportError", "ModuleNotFoundError")
+
+
 @functools.lru_cache(maxsize=64)
 def _install_guard(data: bytes) -> bool:
-    """The imports codemod's `_install_guard_candidates`, on the stdlib AST: an `except ImportError`
-    (or ModuleNotFoundError) handler holding a string that mentions apex."""
+    """The shape the imports codemod unwraps, on the stdlib AST: `try:` holding only imports, one
+    ImportError (or ModuleNotFoundError) handler holding only `raise` / expression statements,
+    whose source mentions apex; no `else`, no `finally`."""
     if _IMPORT_ERROR_HANDLER.search(data) is None or b"apex" not in data.lower():
         return False
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True  # libcst reports the file
+    lines: Optional[List[bytes]] = None
     for node in ast_nodes(tree):
-        if isinstance(node, ast.ExceptHandler) and isinstance(node.type, (ast.Name, ast.Attribute)) and \
-                (node.type.id if isinstance(node.type, ast.Name) else node.type.attr) in \
-                ("ImportError", "ModuleNotFoundError"):
-            for sub in ast_nodes(node):
-                if isinstance(sub, ast.Constant) and isinstance(sub.value, (str, bytes)) and \
-                        (b"apex" in sub.value.lower() if isinstance(sub.value, bytes) else "apex" in sub.value.lower()):
-                    return True
+        if not isinstance(node, ast.Try) or node.orelse or node.finalbody or len(node.handlers) != 1 \
+                or not all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in node.body):
+            continue
+        h = node.handlers[0]
+        kind = h.type.id if isinstance(h.type, ast.Name) else getattr(h.type, "attr", None)
+        if kind not in _GUARD_TYPES or not all(isinstance(s, (ast.Raise, ast.Expr)) for s in h.body):
+            continue
+        if lines is None:
+            lines = data.splitlines()
+        end = h.end_lineno or h.lineno
+        if b"apex" in b"\n".join(lines[max(h.lineno - 2, 0):end + 1]).lower():  # a line either side to spare
+            return True
     return False
 
 

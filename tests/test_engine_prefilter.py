@@ -126,3 +126,68 @@ def test_install_guard_stage_two_needs_apex_in_an_import_error_handler():
     assert _install_guard(guard)
     assert not _install_guard(other_handler)
     assert _install_guard(b"try:\n    import torch\nexcept ImportError:\n    raise ImportError('APEX')\n")
+
+
+HAZARD_SHAPES = [
+    # (source, the lint reports something)
+    ("import torch\nwith torch.autocast('cuda'):\n    s = s.masked_fill(m, -2 ** 30)\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = w * (a * b) ** 0.5\n", False),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = s + m * 2 ** 20\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = x.period * (p / q) ** e\n", False),
+    ("import torch\nx = x.to(dtype=torch.float16)\ny = a / (b + 1e-3)\n", False),  # no autocast, no tiny eps
+    ("import torch\nx = x.to(dtype=torch.float16)\ny = a / (b + 1e-8)\n", True),
+    ("import torch\nx = x.to(dtype=torch.float16)\ny = a / (b + 10 ** -8)\n", True),
+    ("import torch\nx = x.to(dtype=torch.float16)\ny = a / (b + 0.000001)\n", True),
+    ("import torch\nx = x.half()\nscaler = torch.amp.GradScaler()\n", True),
+    ("import torch\nloss = torch.nn.BCELoss()\nt = torch.float16\n", False),  # BCE outside an autocast file
+    ("import torch\nscaler = torch.amp.GradScaler()\nloss = torch.nn.BCELoss()\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    t[m] = 1e9\n", True),
+    ("import torch\nt = torch.float16\nu[m] = 2 ** 20\n", True),  # subscript assignment needs no autocast
+    ("import torch\nt = torch.float16\ny = a / (b + 0 ** -1)\nz = (-8) ** 0.5 + c\n", False),  # no crash either
+]
+
+
+@pytest.mark.parametrize("text,fires", HAZARD_SHAPES)
+def test_hazard_second_stage_is_a_tight_superset_of_the_lint(text, fires):
+    from codemods.registry import CODEMODS
+    hazards = next(cm for cm in CODEMODS if cm.NAME == "hazards")
+    sel = Selection(select=["A2A6"])
+    res = rewrite_source(text, select=sel, prefilter_enabled=False)
+    assert res.error is None
+    reported = bool(res.findings)
+    assert reported == fires
+    wanted = hazards.wants(text.encode())
+    assert wanted or not reported  # never skips a file the lint reports on
+    assert wanted == fires  # and lets through no file of these shapes that it does not report on
+
+
+GUARD_SHAPES = [
+    ("try:\n    import torch\nexcept ImportError:\n    raise ImportError('install apex')\n", True),
+    ("try:\n    cls = load('apex.optimizers.FusedAdam')\nexcept ImportError as e:\n"
+     "    raise ImportError('APEX optimizers require apex') from e\n", False),  # not imports only
+    ("try:\n    import torch\nexcept ImportError:\n    raise ImportError('install apex')\nelse:\n    pass\n", False),
+    ("try:\n    import torch\nexcept ImportError:\n    print('no apex')\n    x = 1\n", False),  # not raise/expr only
+    ("try:\n    import torch\nexcept (ImportError, KeyError):\n    raise ImportError('apex')\n", False),
+    ("try:\n    import torch\nexcept ModuleNotFoundError:\n    raise RuntimeError(\n        'apex'\n    )\n", True),
+]
+
+
+@pytest.mark.parametrize("text,unwrapped", GUARD_SHAPES)
+def test_install_guard_stage_two_matches_what_the_imports_codemod_unwraps(text, unwrapped):
+    from migrate.prefilter import _install_guard
+    res = rewrite_source(text, prefilter_enabled=False)
+    assert res.changed == unwrapped
+    assert _install_guard(text.encode()) == unwrapped
+
+
+def test_hazard_stage_walks_only_statements_near_candidate_tokens_and_misses_none():
+    from codemods import hazards
+    far = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(200))
+    hit = ("import torch\n" + far + "with torch.autocast('cuda'):\n    s = s.masked_fill(\n        m,\n"
+           "        -1e9)\n" + far)
+    assert hazards._may_have_hazard(hit.encode())
+    assert not hazards._may_have_hazard(hit.replace("-1e9", "-1e3").encode())
+    # bare carriage returns: the stdlib parser counts them as line ends, so nothing is pruned
+    assert hazards._lines_of(b"a = 1\rb = 2\r", hazards._WHERE_B) is None
+    assert hazards._lines_of(b"a = 1\r\nb = x.half()\r\n", hazards._WHERE_B) == [2]
+    assert hazards._may_have_hazard(hit.replace("\n", "\r").encode())
