@@ -60,13 +60,19 @@ def common_options(f):
                      help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
         click.option("--verify-json", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="JSON written by `apex2amp verify --json`, summarised in the --report."),
+        click.option("--cache/--no-cache", "use_cache", default=True,
+                     help="Reuse results of unchanged files from earlier runs (default: on)."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+                     help="Cache folder (default: .apex2amp_cache beside pyproject.toml, else here; "
+                          "or APEX2AMP_CACHE_DIR)."),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
 
 
-def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool) -> RunConfig:
+def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool,
+                  cache_dir: Optional[str] = None) -> RunConfig:
     """Settings from `[tool.apex2amp]`, overridden by the command line."""
     from .config import load_config
     file_cfg = load_config(paths, config_path)
@@ -79,11 +85,23 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
     excludes = list(exclude) + list(file_cfg.get("exclude", []))
     return RunConfig(options=Options(dtype=dt, min_torch=mt), select=Selection(sel, ign), excludes=excludes,
                      write=write, jobs=jobs if jobs is not None else (os.cpu_count() or 1),
-                     per_file_ignores=file_cfg.get("per-file-ignores", {}))
+                     per_file_ignores=file_cfg.get("per-file-ignores", {}), cache_dir=cache_dir)
+
+
+def _cache_dir(paths, config_path, use_cache: bool, cache_dir: Optional[str]) -> Optional[str]:
+    """The cache folder of this run, or None for --no-cache (or APEX2AMP_NO_CACHE=1)."""
+    if not use_cache or os.environ.get("APEX2AMP_NO_CACHE", "") not in ("", "0"):
+        return None
+    if cache_dir:
+        return cache_dir
+    from .cache import default_dir
+    from .config import find_pyproject
+    return default_dir(paths, config_path or find_pyproject(list(paths)))
 
 
 def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet,
-                 verbose, show_ignored, color, config_path, verify_json=None, diff: bool = False) -> int:
+                 verbose, show_ignored, color, config_path, verify_json=None, diff: bool = False,
+                 use_cache: bool = False, cache_dir: Optional[str] = None) -> int:
     """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
     from .config import ConfigError
     from .output import progress, wants_progress
@@ -97,7 +115,8 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
         return 2
     try:
         config = _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path,
-                               write=(mode == "rewrite" and not diff))
+                               write=(mode == "rewrite" and not diff),
+                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir))
     except (click.BadParameter, ConfigError, ValueError) as e:
         click.echo(f"error: {getattr(e, 'message', None) or e}", err=True)
         return 2
@@ -127,20 +146,22 @@ def main() -> None:
 @common_options
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
 def rewrite(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
-            show_ignored, color, config_path, verify_json, diff):
+            show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
     """Rewrite files in place (or print a diff with --diff)."""
     sys.exit(_run_command("rewrite", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
-                          quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff))
+                          quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
+                          use_cache=use_cache, cache_dir=cache_dir))
 
 
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Also print the diff of what rewrite would change.")
 def check(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
-          show_ignored, color, config_path, verify_json, diff):
+          show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
     """Write nothing; list what rewrite would change and every finding."""
     sys.exit(_run_command("check", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
-                          quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff))
+                          quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
+                          use_cache=use_cache, cache_dir=cache_dir))
 
 
 @main.command()

@@ -15,7 +15,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 SKIP_DIRS = {
     ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".env", ".tox", ".nox", "build", "dist",
     ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules", "site-packages",
-    ".ipynb_checkpoints", ".cache", "__pypackages__",
+    ".ipynb_checkpoints", ".cache", "__pypackages__", ".apex2amp_cache",
 }
 
 PYTHON = "python"

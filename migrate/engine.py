@@ -257,6 +257,12 @@ class RunConfig:
     jobs: int = 1
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
     prefilter: bool = True  # False: every selected codemod sees every file (for exactness tests)
+    cache_dir: Optional[str] = None  # a folder for migrate.cache (None: no cache; the CLI sets one)
+
+    def settings_key(self) -> str:
+        """What, besides a file and the tool, decides a file's result (names the cache bucket)."""
+        return repr((self.options, self.select.select, self.select.ignore,
+                     sorted((k, list(v)) for k, v in self.per_file_ignores.items()), self.prefilter))
 
 
 @dataclass
@@ -270,6 +276,7 @@ class FileResult:
     written: bool = False
     launch_notes: List[Dict[str, Any]] = field(default_factory=list)
     exported: Optional[RepoFacts] = None  # pass 1 only: the facts the file publishes
+    source_digest: Optional[bytes] = None  # cache.digest of the bytes the result was made from
 
     @property
     def changed(self) -> bool:
@@ -353,6 +360,14 @@ def process_file(d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -
 
 def _rewrite_read(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
     """The rewrite of a file already read and decoded (nothing is written)."""
+    fr = _rewrite_decoded(src, d, config, facts)
+    if config.cache_dir is not None:
+        from .cache import digest
+        fr.source_digest = digest(src.data)
+    return fr
+
+
+def _rewrite_decoded(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
     if d.kind != discovery.PYTHON and config.prefilter and not may_need_work(src.data):
         return FileResult(d.path, d.kind, src.text, src.text)
     try:
@@ -422,6 +437,14 @@ def _screen(d: discovery.Discovered, config: RunConfig) -> Tuple[int, Optional[F
     """
     try:
         data = read_bytes(d.path)
+    except SourceError as e:
+        return _SKIP, FileResult(d.path, d.kind, error=str(e))
+    return _screen_bytes(d, config, data)
+
+
+def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tuple[int, Optional[FileResult]]:
+    """`_screen` of bytes already read."""
+    try:
         if d.kind == discovery.PYTHON:
             decode_python(d.path, data)
         else:
@@ -510,38 +533,99 @@ def _run(paths: Sequence[str], config: RunConfig,
          on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
     from .pool import FilePool
     files = list(discovery.discover(paths, config.excludes))
-    screened = [_screen(d, config) for d in files]
+    cache = _open_cache(config)
+    keys: List[Any] = [None] * len(files)
+    screened = [_screen_with_cache(d, config, cache, keys, i) for i, d in enumerate(files)]
     result = RunResult(scanned=len(files))
     with FilePool(config.jobs) as pool:
         facts = RepoFacts()
-        indexed = [i for i, (step, _) in enumerate(screened) if step == _PASS_ONE]
         published: Dict[int, RepoFacts] = {}
-        early_rewrites: Dict[int, FileResult] = {}
-        pass1 = pool.map(_pass_one_task, [(files[i], config) for i in indexed], _pass_one_crashed, weight=_file_weight)
-        for i, (f, fr) in zip(indexed, pass1):
+        ready: Dict[int, FileResult] = {}  # results made before pass 2's pool (written, if asked, below)
+        indexed = [i for i, (step, _) in enumerate(screened) if step == _PASS_ONE]
+        pass_one = {i: cache.get(keys[i], "pass1") for i in indexed} if cache else {}
+        todo1 = [i for i in indexed if pass_one.get(i) is None]
+        for i, res in zip(todo1, pool.map(_pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed,
+                                          weight=_file_weight)):
+            pass_one[i] = res
+            if cache and _cacheable(res[1], keys[i]):
+                cache.put(keys[i], "pass1", res)
+        for i in indexed:
+            f, fr = pass_one[i]
             facts.merge(f)
             published[i] = f
             if fr is not None:
-                early_rewrites[i] = fr
+                ready[i] = fr
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts) for d, s in zip(files, screened)]
-            early_rewrites = _still_valid(files, early_rewrites, published)
-        todo = [(d, config, facts) for i, (d, (step, _)) in enumerate(zip(files, screened))
-                if step != _SKIP and i not in early_rewrites]
-        processed = pool.map(_process_task, todo, _process_crashed, weight=_file_weight)
+            ready = _still_valid(files, ready, published)
+        pass_two = "pass2:" + _facts_digest(facts) if cache else ""
+        for i, (step, _) in enumerate(screened):
+            if cache and step != _SKIP and i not in ready and keys[i] is not None:
+                hit = cache.get(keys[i], pass_two)
+                if hit is not None:
+                    ready[i] = hit
+        todo = [i for i, (step, _) in enumerate(screened) if step != _SKIP and i not in ready]
+        processed = pool.map(_process_task, [(files[i], config, facts) for i in todo], _process_crashed,
+                             weight=_file_weight)
         for i, (d, (step, early)) in enumerate(zip(files, screened)):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
-            elif i in early_rewrites:
-                fr = early_rewrites.pop(i)
+            elif i in ready:
+                fr = ready.pop(i)
                 if config.write and fr.changed:
                     fr = _write_later(d, fr)
             else:
                 fr = next(processed)
+                if cache and not config.write and _cacheable(fr, keys[i]):  # written results carry the write
+                    cache.put(keys[i], pass_two, fr)
+            fr.source_digest = None
             result.files.append(fr)
             if on_result:
                 on_result(fr)
+    if cache:
+        cache.save()
     return result
+
+
+def _open_cache(config: RunConfig) -> Any:
+    """The cache bucket of this run's settings, or None without a cache folder."""
+    if config.cache_dir is None:
+        return None
+    from .cache import ResultCache
+    return ResultCache(config.cache_dir, config.settings_key())
+
+
+def _screen_with_cache(d: discovery.Discovered, config: RunConfig, cache: Any, keys: List[Any], i: int
+                       ) -> Tuple[int, Optional[FileResult]]:
+    """`_screen`, answered from the cache for bytes it has screened before (keys[i] gets the file's key)."""
+    if cache is None:
+        return _screen(d, config)
+    try:
+        data = read_bytes(d.path)
+    except SourceError as e:
+        return _SKIP, FileResult(d.path, d.kind, error=str(e))
+    from .cache import digest
+    module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
+    keys[i] = key = (f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest(data))
+    hit = cache.get(key, "screen")
+    if hit is not None:
+        return hit
+    screened = _screen_bytes(d, config, data)
+    cache.put(key, "screen", screened)
+    return screened
+
+
+def _cacheable(fr: Optional[FileResult], key: Any) -> bool:
+    """A result worth keeping: made from the bytes the key names, and not a passing failure
+    (a read error, a crashed worker, an internal error)."""
+    if key is None or fr is None or fr.source_digest != key[2]:
+        return False
+    return not fr.error or fr.error.startswith(("syntax error", "cannot parse"))
+
+
+def _facts_digest(facts: RepoFacts) -> str:
+    from .cache import facts_digest
+    return facts_digest(facts)
 
 
 def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResult],
