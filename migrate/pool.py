@@ -18,7 +18,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 MIN_POOL_FILES = 16  # fewer candidate files than this are processed in-process...
-MIN_POOL_BYTES = 200_000  # ...unless they weigh this much (a few large files are worth two workers)
+MIN_POOL_BYTES = 64_000  # ...unless they weigh this much (two 32 KB rewrites outweigh starting workers)
 
 
 def default_jobs() -> int:
