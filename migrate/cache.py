@@ -89,7 +89,10 @@ class ResultCache:
         entry = self.entries.get(key)
         if entry is None or what not in entry:
             return None
-        return copy.deepcopy(entry[what])
+        value = entry[what]
+        if type(value) is tuple and all(v is None or type(v) is int for v in value):
+            return value  # a screen verdict without a result: nothing the run could change
+        return copy.deepcopy(value)
 
     def put(self, key: Tuple[str, str, bytes], what: str, value: Any) -> None:
         """Remember `value` as `what` of `key`; entries of the same path with other bytes go."""

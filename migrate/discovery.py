@@ -7,9 +7,10 @@ ignore (a gitwildmatch subset: `*`, `**`, `?`, `[]`, leading `/`, trailing `/`, 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 SKIP_DIRS = {
@@ -152,6 +153,7 @@ class Discovered:
     path: str
     kind: str
     root: str
+    real: str = field(default="", compare=False, repr=False)  # its real path when the walk knew it
 
 
 def discover(paths: Sequence[str], excludes: Sequence[str] = (), kinds: Optional[Sequence[str]] = None
@@ -162,7 +164,7 @@ def discover(paths: Sequence[str], excludes: Sequence[str] = (), kinds: Optional
         if os.path.isdir(top) and not os.path.islink(top) or (os.path.isdir(top)):
             root = os.path.abspath(top)
             for d in _walk(root, excludes, kinds):
-                key = os.path.realpath(d.path) if os.path.exists(d.path) else d.path
+                key = d.real or (os.path.realpath(d.path) if os.path.exists(d.path) else d.path)
                 if key not in seen:
                     seen.add(key)
                     yield d
@@ -231,7 +233,11 @@ def _walk_dir(folder: str, root: str, excludes: Sequence[str], kinds: Optional[S
             continue
         if _ignored(path, False, stack) or _excluded(path, root, excludes):
             continue
-        yield Discovered(path, kind, root)
+        try:
+            link = entry.is_symlink()
+        except OSError:
+            link = True
+        yield Discovered(path, kind, root, "" if link else os.path.join(real, entry.name))
 
 
 def module_name_for(path: str) -> Tuple[str, bool]:
@@ -240,10 +246,21 @@ def module_name_for(path: str) -> Tuple[str, bool]:
     folder, base = os.path.split(path)
     stem = os.path.splitext(base)[0]
     is_pkg = stem == "__init__"
-    parts = [] if is_pkg else [stem]
-    while os.path.exists(os.path.join(folder, "__init__.py")):
-        folder, name = os.path.split(folder)
-        parts.insert(0, name)
-        if not name:
-            break
+    parts = list(_package_of(folder)) + ([] if is_pkg else [stem])
     return ".".join(p for p in parts if p), is_pkg
+
+
+def forget_packages() -> None:
+    """Drop what `module_name_for` learned about folders (a new run may see other packages)."""
+    _package_of.cache_clear()
+
+
+@functools.lru_cache(maxsize=4096)  # every file of a folder asks the same question
+def _package_of(folder: str) -> Tuple[str, ...]:
+    """The package names `folder` lies in, outermost first (empty when it holds no __init__.py)."""
+    if not os.path.exists(os.path.join(folder, "__init__.py")):
+        return ()
+    parent, name = os.path.split(folder)
+    if not name:
+        return ()
+    return _package_of(parent) + (name,)

@@ -532,6 +532,7 @@ def _quiet_gc() -> Iterator[None]:
 def _run(paths: Sequence[str], config: RunConfig,
          on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
     from .pool import FilePool
+    discovery.forget_packages()  # __init__.py files may have come or gone since the last run
     files = list(discovery.discover(paths, config.excludes))
     cache = _open_cache(config)
     keys: List[Any] = [None] * len(files)
