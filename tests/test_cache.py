@@ -14,26 +14,8 @@ from migrate import cache as cache_mod
 from migrate import engine
 from migrate.engine import RunConfig, Selection, run
 
-HELPER = '''
-    from apex import amp
+from test_pass_one import CALLER, HELPER  # one helper/caller pair for both suites
 
-
-    def train_one_epoch(model, loader, optimizer):
-        for x in loader:
-            loss = model(x).sum()
-            with amp.scale_loss(loss, optimizer) as scaled_loss:
-                scaled_loss.backward()
-            optimizer.step()
-'''
-CALLER = '''
-    from apex import amp
-    from helper import train_one_epoch
-
-
-    def main(model, optimizer, loader):
-        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
-        train_one_epoch(model, loader, optimizer)
-'''
 PLAIN = "import torch\n\n\ndef f(x):\n    return x.clamp(0, 1)\n"
 HAZARD = "import torch\nscaler = torch.amp.GradScaler()\nmodel = model.half()\n"
 
