@@ -397,7 +397,7 @@ def _write_result(src: Source, fr: FileResult) -> None:
 
 
 def _write_later(d: discovery.Discovered, fr: FileResult) -> FileResult:
-    """Write a result computed earlier in a worker (pass 1's rewrite), if the file still holds its text."""
+    """Write a result made earlier (pass 1's rewrite, or one from the cache) if the file still holds its text."""
     try:
         src = _read(d)
     except SourceError as e:

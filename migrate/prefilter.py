@@ -317,4 +317,4 @@ def publishes_facts(cm: Codemod) -> bool:
 
 def has_fact_names(facts: Optional[RepoFacts]) -> bool:
     """Whether pass 1 published names that make other files' call sites need pass 2."""
-    return bool(list(fact_names(facts)))
+    return bool(fact_names(facts))
