@@ -106,7 +106,7 @@ def _parse_error(e: Exception) -> str:
 def _run_codemods_for(data: bytes, select: Callable[[str], bool], module_name: str, facts: Optional[RepoFacts],
                      use_prefilter: bool) -> List[Any]:
     """The codemods that must see a file: both prefilter stages, or every selected one without them."""
-    if use_prefilter and not prefilter.coarse(data) and not prefilter.mentions_fact(data, facts):
+    if use_prefilter and not prefilter.coarse(data) and not prefilter.mentions_fact(data, facts, module_name):
         return []
     return prefilter.codemods_for(data, CODEMODS, select, module_name=module_name, facts=facts,
                                   enabled=use_prefilter)
@@ -558,7 +558,7 @@ def _run(paths: Sequence[str], config: RunConfig,
                 ready[i] = fr
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts) for d, s in zip(files, screened)]
-            ready = _still_valid(files, ready, published)
+            ready = _still_valid(files, ready, published, facts)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
         for i, (step, _) in enumerate(screened):
             if cache and step != _SKIP and i not in ready and keys[i] is not None:
@@ -630,28 +630,23 @@ def _facts_digest(facts: RepoFacts) -> str:
 
 
 def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResult],
-                 published: Dict[int, RepoFacts]) -> Dict[int, FileResult]:
-    """The pass-1 rewrites that pass 2 would make the same: the file names no fact another file published.
-
-    A rewrite reads other files' facts only at call sites of the functions they publish, and such a
-    call names the function; a file that names none of them gets the same rewrite from pass 2.
-    """
-    by_name: Dict[bytes, int] = {}
-    own = {i: prefilter.fact_names(f) for i, f in published.items()}
-    for names in own.values():
-        for n in names:
-            by_name[n] = by_name.get(n, 0) + 1
+                 published: Dict[int, RepoFacts], merged: RepoFacts) -> Dict[int, FileResult]:
+    """The pass-1 rewrites that pass 2 would make the same: the file calls no function another file
+    published (`prefilter.mentions_fact`: such a call names the function and its module)."""
+    publishers: Dict[str, int] = {}
+    for f in published.values():
+        for key in f.scaler_functions:
+            publishers[key] = publishers.get(key, 0) + 1
     kept: Dict[int, FileResult] = {}
     for i, fr in early.items():
-        others = [n for n, count in by_name.items() if count > (1 if n in own.get(i, ()) else 0)]
-        if others:
-            try:
-                data = read_bytes(files[i].path)
-            except SourceError:
-                continue
-            if any(n in data for n in others):
-                continue
-        kept[i] = fr
+        # its own module's functions, unless another file (a.py beside a/__init__.py) shares the name
+        own = tuple(k for k in published[i].scaler_functions if publishers[k] == 1) if i in published else ()
+        try:
+            data = read_bytes(files[i].path)
+        except SourceError:
+            continue
+        if not prefilter.mentions_fact(data, merged, discovery.module_name_for(files[i].path)[0], own):
+            kept[i] = fr
     return kept
 
 
@@ -673,4 +668,5 @@ def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]
         data = read_bytes(d.path)
     except SourceError:
         return screened
-    return (_REWRITE if prefilter.mentions_fact(data, facts) else _SKIP), None
+    module = discovery.module_name_for(d.path)[0]
+    return (_REWRITE if prefilter.mentions_fact(data, facts, module) else _SKIP), None

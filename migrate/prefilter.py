@@ -270,10 +270,10 @@ def fact_names(facts: Optional[RepoFacts]) -> Set[bytes]:
 def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
     """Whether `cm` may rewrite or report anything in a file with these bytes."""
     if not cm.matches(data):
-        return publishes_facts(cm) and mentions_fact(data, facts)
+        return publishes_facts(cm) and mentions_fact(data, facts, module_name)
     wants = getattr(cm, "wants", None)
     if callable(wants):  # a codemod may state its own exact second stage
-        return bool(wants(data, module_name)) or (publishes_facts(cm) and mentions_fact(data, facts))
+        return bool(wants(data, module_name)) or (publishes_facts(cm) and mentions_fact(data, facts, module_name))
     refine = REFINEMENTS.get(cm.NAME)
     if not refine:
         return True
@@ -282,11 +282,28 @@ def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optio
             check = refine.get(token)
             if check is None or check(data, module_name, facts):
                 return True
-    return publishes_facts(cm) and mentions_fact(data, facts)
+    return publishes_facts(cm) and mentions_fact(data, facts, module_name)
 
 
-def mentions_fact(data: bytes, facts: Optional[RepoFacts]) -> bool:
-    return any(n in data for n in fact_names(facts))
+def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = "",
+                  skip_keys: Sequence[str] = ()) -> bool:
+    """Whether a file with these bytes (module `module_name`) may call a function `facts` publish.
+
+    Such a call names the function, and the file names the module that defines it: `import` and
+    `from ... import` spell its last component, except `from . import fn` inside that very package
+    (a module under it counts as reached). Facts under `skip_keys` (the file's own) are left out.
+    """
+    if not facts:
+        return False
+    for key, funcs in facts.scaler_functions.items():
+        if key in skip_keys or not funcs:
+            continue
+        module = key.rpartition("::")[2]
+        named = not module or module.rpartition(".")[2].encode() in data or \
+            module_name.startswith(module + ".")
+        if named and any(f.encode() in data for f in funcs):
+            return True
+    return any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
 
 
 def codemods_for(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool], *,
@@ -305,7 +322,7 @@ def codemods_for(data: bytes, codemods: Sequence[Codemod], select: Callable[[str
 def needs_work(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool], *,
                module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
     """Both stages: True when some selected codemod must see this file."""
-    if not coarse(data) and not mentions_fact(data, facts):
+    if not coarse(data) and not mentions_fact(data, facts, module_name):
         return False
     return bool(codemods_for(data, codemods, select, module_name=module_name, facts=facts))
 

@@ -10,8 +10,9 @@ import collections
 import textwrap
 
 import libcst as cst
+import pytest
 
-from migrate import engine
+from migrate import engine, prefilter
 from migrate.engine import RunConfig, run
 
 HELPER = '''
@@ -93,8 +94,8 @@ def test_a_kept_rewrite_is_not_written_over_a_file_changed_since(tmp_path, monke
     _tree(tmp_path)
     real = engine._still_valid
 
-    def then_edit(files, early, published):
-        kept = real(files, early, published)
+    def then_edit(*args):
+        kept = real(*args)
         (tmp_path / "alone.py").write_text("print('edited meanwhile')\n")
         return kept
     monkeypatch.setattr(engine, "_still_valid", then_edit)
@@ -103,3 +104,58 @@ def test_a_kept_rewrite_is_not_written_over_a_file_changed_since(tmp_path, monke
     assert alone.error and "changed on disk" in alone.error and not alone.written
     assert (tmp_path / "alone.py").read_text() == "print('edited meanwhile')\n"
     assert res.exit_code() == 2
+
+
+SAVES_WITH_TORCH = '''
+    import torch
+    from apex import amp
+
+
+    def main(model, optimizer, x, path):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        torch.save(model.state_dict(), path)
+'''
+PUBLISHES_SAVE = '''
+    from apex import amp
+
+
+    def save(model, optimizer, path):
+        torch.save({"model": model.state_dict(), "amp": amp.state_dict()}, path)
+'''
+
+
+def test_a_call_needs_the_function_and_its_module_named(tmp_path, monkeypatch):
+    (tmp_path / "ckpt.py").write_text(textwrap.dedent(PUBLISHES_SAVE).lstrip())
+    (tmp_path / "main.py").write_text(textwrap.dedent(SAVES_WITH_TORCH).lstrip())
+    real = cst.parse_module
+    parsed = collections.Counter()
+    monkeypatch.setattr(engine.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
+    res = run([str(tmp_path)], RunConfig(jobs=1))
+    assert not res.errors
+    facts = engine.RepoFacts(scaler_functions={str(tmp_path) + "::ckpt": ["save"]})
+    assert not prefilter.mentions_fact((tmp_path / "main.py").read_bytes(), facts, "main")
+    assert parsed[(tmp_path / "main.py").read_text()] == 1  # `torch.save` is not ckpt's save
+
+
+@pytest.mark.parametrize("text,module,reached", [
+    (b"from ckpt import save\nsave(m)\n", "main", True),
+    (b"import pkg.ckpt as c\nc.save(m)\n", "main", True),
+    (b"from .ckpt import save\n", "pkg.main", True),
+    (b"torch.save(m)\n", "main", False),
+    (b"from . import save\nsave(m)\n", "pkg.ckpt.sub", True),  # inside the package: no module named
+    (b"from . import save\nsave(m)\n", "other.main", False),
+])
+def test_mentions_fact_forms(text, module, reached):
+    facts = engine.RepoFacts(scaler_functions={"/r::pkg.ckpt": ["save"]})
+    assert prefilter.mentions_fact(text, facts, module) == reached
+    assert not prefilter.mentions_fact(text, facts, module, skip_keys=("/r::pkg.ckpt",))
+
+
+def test_relative_import_from_the_package_init_gets_the_scaler(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(HELPER).lstrip())
+    (pkg / "main.py").write_text(textwrap.dedent(CALLER).lstrip().replace("from helper import", "from . import"))
+    res = run([str(tmp_path)], RunConfig(jobs=1))
+    main = next(f for f in res.files if f.path.endswith("main.py"))
+    assert "train_one_epoch(model, loader, optimizer, scaler=scaler)" in main.new_text
