@@ -166,7 +166,8 @@ class Resolver:
 
     def __init__(self, module: cst.Module, module_name: str = ""):
         self.table = ImportTable.of(module, module_name)
-        self.defs = module_level_defs(module)
+        self.module = module
+        self._defs: Optional[Set[str]] = None
         self.star: Dict[str, str] = {}
         for mod in self.table.star_modules:
             for name in STAR_EXPORTS.get(mod, ()):
@@ -176,6 +177,13 @@ class Resolver:
         self.has_apex = bool(self.star) or any(q == "apex" or q.startswith("apex.")
                                                for qs in self.table.bindings.values() for q in qs)
         self._apex_names: Dict[int, Tuple[cst.BaseExpression, Optional[str]]] = {}
+
+    @property
+    def defs(self) -> Set[str]:
+        """`module_level_defs` of the module, on first use (a walk of every top-level statement)."""
+        if self._defs is None:
+            self._defs = module_level_defs(self.module)
+        return self._defs
 
     @classmethod
     def of(cls, module: cst.Module, module_name: str = "") -> "Resolver":

@@ -215,6 +215,25 @@ class ModuleIndex:
             self._read_names = out
         return self._read_names
 
+    def reads(self, value: str) -> bool:
+        """`value in self.read_names`, from the Name nodes of that value alone (no walk of the module)."""
+        if self._read_names is not None:
+            return value in self._read_names
+        parents = self.parents
+        for n in self.names:
+            if n.value != value:
+                continue
+            parent = parents.get(id(n))
+            t = type(parent)
+            if (t is cst.Attribute and parent.attr is n) or (t is cst.Arg and parent.keyword is n) \
+                    or (t is cst.Param and parent.name is n):  # type: ignore[union-attr]
+                continue
+            while parent is not None and type(parent) is not cst.Import and type(parent) is not cst.ImportFrom:
+                parent = parents.get(id(parent))
+            if parent is None:
+                return True
+        return False
+
     def walk_pruned(self, visit: Callable[[cst.CSTNode], Sequence[Optional[cst.CSTNode]]]) -> None:
         """Call `visit` on every node in source order, except inside the subtrees it prunes:
         `visit(node)` returns the nodes (the node itself, or some of its children; None is ignored)

@@ -718,11 +718,10 @@ def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext) ->
     locals_ = {n for n in table.names_under("torch.multiprocessing") if n != "torch"}
     if not locals_:
         return module
-    used = names_read(module)
-    unused = {n for n in locals_ if n not in used}
+    index = ModuleIndex.of(module)
+    unused = {n for n in locals_ if not index.reads(n)}
     if not unused:
         return module
-    index = ModuleIndex.of(module)
     plan = EditPlan()
     for imp in index.imports:
         line = index.parent(imp)

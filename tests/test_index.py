@@ -72,3 +72,12 @@ def test_read_names_match_the_names_read_visitor(name, source):
     for stmt in module.body:
         by_statement |= names_read(stmt)  # the visitor (names_read takes the index only for a Module)
     assert ModuleIndex(module).read_names == by_statement
+
+
+@pytest.mark.parametrize("name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else "")
+def test_reads_answers_like_read_names(name, source):
+    module = cst.parse_module(source)
+    values = {n.value for n in ModuleIndex(module).names} | {"absent_name"}
+    fast = ModuleIndex(module)
+    expected = ModuleIndex(module).read_names
+    assert {v for v in values if fast.reads(v)} == expected & values
