@@ -18,7 +18,6 @@ from libcst.metadata import MetadataWrapper
 
 from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
-from codemods.registry import CODEMODS, may_need_work
 from codemods.suppression import Suppressions
 
 from . import discovery, prefilter
@@ -103,12 +102,18 @@ def _parse_error(e: Exception) -> str:
     return f"cannot parse: {e}"
 
 
+def _registry() -> Any:
+    """`codemods.registry`, imported on first use: a re-run answered from the cache needs no codemod."""
+    from codemods import registry
+    return registry
+
+
 def _run_codemods_for(data: bytes, select: Callable[[str], bool], module_name: str, facts: Optional[RepoFacts],
                      use_prefilter: bool) -> List[Any]:
     """The codemods that must see a file: both prefilter stages, or every selected one without them."""
     if use_prefilter and not prefilter.coarse(data) and not prefilter.mentions_fact(data, facts, module_name):
         return []
-    return prefilter.codemods_for(data, CODEMODS, select, module_name=module_name, facts=facts,
+    return prefilter.codemods_for(data, _registry().CODEMODS, select, module_name=module_name, facts=facts,
                                   enabled=use_prefilter)
 
 
@@ -368,7 +373,7 @@ def _rewrite_read(src: Source, d: discovery.Discovered, config: RunConfig, facts
 
 
 def _rewrite_decoded(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
-    if d.kind != discovery.PYTHON and config.prefilter and not may_need_work(src.data):
+    if d.kind != discovery.PYTHON and config.prefilter and not _registry().may_need_work(src.data):
         return FileResult(d.path, d.kind, src.text, src.text)
     try:
         if d.kind == discovery.PYTHON:
@@ -454,11 +459,12 @@ def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tu
     if not config.prefilter:
         return (_PASS_ONE if d.kind == discovery.PYTHON else _REWRITE), None
     if d.kind != discovery.PYTHON:
-        return (_REWRITE if may_need_work(data) else _SKIP), None
+        return (_REWRITE if _registry().may_need_work(data) else _SKIP), None
     if not prefilter.coarse(data):
         return _SKIP, None
     mod, _ = discovery.module_name_for(d.path)
-    wanted = prefilter.codemods_for(data, CODEMODS, _selection_for(d.path, d.root, config), module_name=mod)
+    wanted = prefilter.codemods_for(data, _registry().CODEMODS, _selection_for(d.path, d.root, config),
+                                    module_name=mod)
     if not wanted:
         return _SKIP, None
     return (_PASS_ONE if any(prefilter.publishes_facts(cm) for cm in wanted) else _REWRITE), None
