@@ -434,21 +434,12 @@ def pass_one_file(d: discovery.Discovered, config: RunConfig) -> Tuple[RepoFacts
 _SKIP, _REWRITE, _PASS_ONE = 0, 1, 2
 
 
-def _screen(d: discovery.Discovered, config: RunConfig) -> Tuple[int, Optional[FileResult]]:
-    """Read and decode one file and decide, from its bytes, which passes it needs.
+def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tuple[int, Optional[FileResult]]:
+    """Decode one file's bytes and decide from them which passes it needs.
 
     Every file is read and decoded (so binary, undecodable and unreadable files are always
     reported), but nothing is parsed here and no text is kept.
     """
-    try:
-        data = read_bytes(d.path)
-    except SourceError as e:
-        return _SKIP, FileResult(d.path, d.kind, error=str(e))
-    return _screen_bytes(d, config, data)
-
-
-def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tuple[int, Optional[FileResult]]:
-    """`_screen` of bytes already read."""
     try:
         if d.kind == discovery.PYTHON:
             decode_python(d.path, data)
@@ -542,7 +533,8 @@ def _run(paths: Sequence[str], config: RunConfig,
     files = list(discovery.discover(paths, config.excludes))
     cache = _open_cache(config)
     keys: List[Any] = [None] * len(files)
-    screened = [_screen_with_cache(d, config, cache, keys, i) for i, d in enumerate(files)]
+    kept = _KeptBytes()  # bytes of skipped files, for the check after pass 1
+    screened = [_screen_with_cache(d, config, cache, keys, i, kept) for i, d in enumerate(files)]
     result = RunResult(scanned=len(files))
     with FilePool(config.jobs) as pool:
         facts = RepoFacts()
@@ -563,7 +555,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             if fr is not None:
                 ready[i] = fr
         if prefilter.has_fact_names(facts):
-            screened = [_rescreen(d, s, facts) for d, s in zip(files, screened)]
+            screened = [_rescreen(d, s, facts, kept.get(i)) for i, (d, s) in enumerate(zip(files, screened))]
             ready = _still_valid(files, ready, published, facts)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
         for i, (step, _) in enumerate(screened):
@@ -602,23 +594,41 @@ def _open_cache(config: RunConfig) -> Any:
     return ResultCache(config.cache_dir, config.settings_key())
 
 
-def _screen_with_cache(d: discovery.Discovered, config: RunConfig, cache: Any, keys: List[Any], i: int
-                       ) -> Tuple[int, Optional[FileResult]]:
-    """`_screen`, answered from the cache for bytes it has screened before (keys[i] gets the file's key)."""
-    if cache is None:
-        return _screen(d, config)
+class _KeptBytes(Dict[int, bytes]):
+    """File bytes by position in the run, while they add up to at most LIMIT bytes."""
+
+    LIMIT = 32_000_000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def keep(self, i: int, data: bytes) -> None:
+        if self.total + len(data) <= self.LIMIT:
+            self[i] = data
+            self.total += len(data)
+
+
+def _screen_with_cache(d: discovery.Discovered, config: RunConfig, cache: Any, keys: List[Any], i: int,
+                       kept: _KeptBytes) -> Tuple[int, Optional[FileResult]]:
+    """`_screen`, answered from the cache for bytes it has screened before (keys[i] gets the file's
+    key); the bytes of a skipped Python file go to `kept[i]` while they fit the bound."""
     try:
         data = read_bytes(d.path)
     except SourceError as e:
         return _SKIP, FileResult(d.path, d.kind, error=str(e))
-    from .cache import digest
-    module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
-    keys[i] = key = (f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest(data))
-    hit = cache.get(key, "screen")
-    if hit is not None:
-        return hit
-    screened = _screen_bytes(d, config, data)
-    cache.put(key, "screen", screened)
+    screened: Optional[Tuple[int, Optional[FileResult]]] = None
+    if cache is not None:
+        from .cache import digest
+        module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
+        keys[i] = key = (f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest(data))
+        screened = cache.get(key, "screen")
+    if screened is None:
+        screened = _screen_bytes(d, config, data)
+        if cache is not None:
+            cache.put(keys[i], "screen", screened)
+    if screened[0] == _SKIP and screened[1] is None and d.kind == discovery.PYTHON:
+        kept.keep(i, data)
     return screened
 
 
@@ -664,15 +674,17 @@ def _file_weight(task: Tuple[Any, ...]) -> float:
         return 0.0
 
 
-def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]], facts: RepoFacts
-              ) -> Tuple[int, Optional[FileResult]]:
-    """After pass 1: a skipped file that names a function pass 1 published (a call site) needs pass 2."""
+def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]], facts: RepoFacts,
+              data: Optional[bytes] = None) -> Tuple[int, Optional[FileResult]]:
+    """After pass 1: a skipped file that names a function pass 1 published (a call site) needs pass 2
+    (`data`: its bytes when the screen kept them)."""
     step, early = screened
     if step != _SKIP or early is not None or d.kind != discovery.PYTHON:
         return screened
-    try:
-        data = read_bytes(d.path)
-    except SourceError:
-        return screened
+    if data is None:
+        try:
+            data = read_bytes(d.path)
+        except SourceError:
+            return screened
     module = discovery.module_name_for(d.path)[0]
     return (_REWRITE if prefilter.mentions_fact(data, facts, module) else _SKIP), None
