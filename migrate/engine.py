@@ -533,7 +533,7 @@ def _run(paths: Sequence[str], config: RunConfig,
     files = list(discovery.discover(paths, config.excludes))
     cache = _open_cache(config)
     keys: List[Any] = [None] * len(files)
-    kept = _KeptBytes()  # bytes of skipped files, for the check after pass 1
+    kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
     screened = [_screen_with_cache(d, config, cache, keys, i, kept) for i, d in enumerate(files)]
     result = RunResult(scanned=len(files))
     with FilePool(config.jobs) as pool:
@@ -556,7 +556,7 @@ def _run(paths: Sequence[str], config: RunConfig,
                 ready[i] = fr
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts, kept.get(i)) for i, (d, s) in enumerate(zip(files, screened))]
-            ready = _still_valid(files, ready, published, facts)
+            ready = _still_valid(files, ready, published, facts, kept)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
         for i, (step, _) in enumerate(screened):
             if cache and step != _SKIP and i not in ready and keys[i] is not None:
@@ -612,7 +612,7 @@ class _KeptBytes(Dict[int, bytes]):
 def _screen_with_cache(d: discovery.Discovered, config: RunConfig, cache: Any, keys: List[Any], i: int,
                        kept: _KeptBytes) -> Tuple[int, Optional[FileResult]]:
     """`_screen`, answered from the cache for bytes it has screened before (keys[i] gets the file's
-    key); the bytes of a skipped Python file go to `kept[i]` while they fit the bound."""
+    key); the bytes of a skipped or pass-1 Python file go to `kept[i]` while they fit the bound."""
     try:
         data = read_bytes(d.path)
     except SourceError as e:
@@ -627,7 +627,7 @@ def _screen_with_cache(d: discovery.Discovered, config: RunConfig, cache: Any, k
         screened = _screen_bytes(d, config, data)
         if cache is not None:
             cache.put(keys[i], "screen", screened)
-    if screened[0] == _SKIP and screened[1] is None and d.kind == discovery.PYTHON:
+    if screened[0] in (_SKIP, _PASS_ONE) and screened[1] is None and d.kind == discovery.PYTHON:
         kept.keep(i, data)
     return screened
 
@@ -646,9 +646,11 @@ def _facts_digest(facts: RepoFacts) -> str:
 
 
 def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResult],
-                 published: Dict[int, RepoFacts], merged: RepoFacts) -> Dict[int, FileResult]:
+                 published: Dict[int, RepoFacts], merged: RepoFacts,
+                 data_of: Optional[Dict[int, bytes]] = None) -> Dict[int, FileResult]:
     """The pass-1 rewrites that pass 2 would make the same: the file calls no function another file
-    published (`prefilter.mentions_fact`: such a call names the function and its module)."""
+    published (`prefilter.mentions_fact`: such a call names the function and its module). `data_of`:
+    the files' bytes the screen kept (the others are read again)."""
     publishers: Dict[str, int] = {}
     for f in published.values():
         for key in f.scaler_functions:
@@ -657,10 +659,12 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
     for i, fr in early.items():
         # its own module's functions, unless another file (a.py beside a/__init__.py) shares the name
         own = tuple(k for k in published[i].scaler_functions if publishers[k] == 1) if i in published else ()
-        try:
-            data = read_bytes(files[i].path)
-        except SourceError:
-            continue
+        data = (data_of or {}).get(i)
+        if data is None:
+            try:
+                data = read_bytes(files[i].path)
+            except SourceError:
+                continue
         if not prefilter.mentions_fact(data, merged, discovery.module_name_for(files[i].path)[0], own):
             kept[i] = fr
     return kept
