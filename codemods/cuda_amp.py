@@ -100,49 +100,27 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
         if "amp" not in index.attr_values and not deprecated_locals:
             return module  # no `torch.cuda.amp.X` chain and no deprecated name imported
         plan = EditPlan()
-        called: Set[int] = set()
         blocked_locals: Set[str] = set()
         uses: List[Tuple[cst.CSTNode, str, str, Optional[cst.Call], bool]] = []
 
-        class Finder(cst.CSTVisitor):
-            def __init__(self) -> None:
-                self.decorator_targets: Set[int] = set()
+        decorator_targets = {id(d.decorator) for d in index.decorators}
+        calls: Dict[int, cst.Call] = {id(c.func): c for c in index.calls}
 
-            def visit_Decorator(self, node: cst.Decorator) -> None:
-                self.decorator_targets.add(id(node.decorator))
-
-            def visit_Call(self, node: cst.Call) -> None:
-                called.add(id(node.func))
-
-            def visit_Import(self, node: cst.Import) -> bool:
-                return False
-
-            def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-                return False
-
-            def visit_Attribute(self, node: cst.Attribute) -> bool:
-                self._check(node)
-                return False
-
-            def visit_Name(self, node: cst.Name) -> None:
-                self._check(node)
-
-            def _check(self, node: cst.BaseExpression) -> None:
-                for q in table.qualified_names(node):
+        def find(node: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
+            """Outermost attribute chains and names outside imports (a chain is checked whole)."""
+            t = type(node)
+            if t is cst.Import or t is cst.ImportFrom:
+                return (node,)
+            if t is cst.Attribute or t is cst.Name:
+                for q in table.qualified_names(node):  # type: ignore[arg-type]
                     dm = _device_of(q)
                     if dm:
-                        uses.append((node, dm[0], dm[1], None, id(node) in self.decorator_targets))
-                        return
+                        uses.append((node, dm[0], dm[1], None, id(node) in decorator_targets))
+                        break
+                return (node,) if t is cst.Attribute else ()
+            return ()
 
-        finder = Finder()
-        module.visit(finder)
-        calls: Dict[int, cst.Call] = {}
-
-        class CallIndex(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                calls[id(node.func)] = node
-
-        module.visit(CallIndex())
+        index.walk_pruned(find)
         need_torch = False
 
         def head_local(node: cst.CSTNode) -> Optional[str]:
@@ -177,7 +155,7 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
                     blocked_locals.add(local)
                 if msg:
                     ctx.report(node, "A2A153", msg)
-        for group in _import_groups(module):
+        for group in _import_groups(index):
             if blocked_locals & group:
                 blocked_locals |= group
         for node, dev, member, _, is_decorator in uses:
@@ -222,7 +200,7 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
             target = f'torch.autocast("{dev}", ...)' if member == "autocast" else f'torch.amp.GradScaler("{dev}", ...)'
             ctx.report(node, code, f"`{head}(...)` -> `{target}`", fixed=True)
         # imports that bring deprecated names in by name
-        self._plan_imports(module, table, plan, blocked_locals, ctx)
+        self._plan_imports(index, plan, blocked_locals)
         if not plan:
             return module
         new = apply_plan(module, plan)
@@ -230,42 +208,47 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
             new = ensure_imports(new, ["torch"])
         return new
 
-    def _plan_imports(self, module: cst.Module, table: ImportTable, plan: EditPlan, blocked: Set[str],
-                      ctx: FileContext) -> None:
-        class V(cst.CSTVisitor):
-            def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-                if isinstance(node.names, cst.ImportStar) or node.relative:
-                    return
-                mod = dotted_name(node.module) if node.module else ""
-                if mod in ("torch.cuda", "torch.cpu"):
-                    names = [a for a in node.names if dotted_name(a.name) == "amp"]
-                    if names and len(names) == len(node.names):
-                        local = (names[0].asname.name.value if names[0].asname else "amp")  # type: ignore[union-attr]
-                        if local not in blocked:
-                            plan.replace_node[node] = node.with_changes(module=cst.Name("torch"))
-                    return
-                if mod not in ("torch.cuda.amp", "torch.cpu.amp"):
-                    return
-                locals_ = [(a.asname.name.value if a.asname else dotted_name(a.name)) for a in node.names]  # type: ignore[union-attr]
-                if any(l in blocked for l in locals_):
-                    return
-                plan.replace_node[node] = node.with_changes(module=cst.parse_expression("torch.amp"))
+    def _plan_imports(self, index: ModuleIndex, plan: EditPlan, blocked: Set[str]) -> None:
+        """Imports that bring deprecated names in by name now import them from torch.amp."""
+        for node in index.imports:
+            if isinstance(node, cst.ImportFrom):
+                _plan_import_from(node, plan, blocked)
+            else:
+                _plan_import(node, plan, blocked)
 
-            def visit_Import(self, node: cst.Import) -> None:
-                new_names = []
-                changed = False
-                for a in node.names:
-                    full = dotted_name(a.name)
-                    if full in ("torch.cuda.amp", "torch.cpu.amp") and a.asname is not None:
-                        local = a.asname.name.value  # type: ignore[union-attr]
-                        if local not in blocked:
-                            a = a.with_changes(name=cst.parse_expression("torch.amp"))
-                            changed = True
-                    new_names.append(a)
-                if changed:
-                    plan.replace_node[node] = node.with_changes(names=new_names)
 
-        module.visit(V())
+def _plan_import_from(node: cst.ImportFrom, plan: EditPlan, blocked: Set[str]) -> None:
+    if isinstance(node.names, cst.ImportStar) or node.relative:
+        return
+    mod = dotted_name(node.module) if node.module else ""
+    if mod in ("torch.cuda", "torch.cpu"):
+        names = [a for a in node.names if dotted_name(a.name) == "amp"]
+        if names and len(names) == len(node.names):
+            local = (names[0].asname.name.value if names[0].asname else "amp")  # type: ignore[union-attr]
+            if local not in blocked:
+                plan.replace_node[node] = node.with_changes(module=cst.Name("torch"))
+        return
+    if mod not in ("torch.cuda.amp", "torch.cpu.amp"):
+        return
+    locals_ = [(a.asname.name.value if a.asname else dotted_name(a.name)) for a in node.names]  # type: ignore[union-attr]
+    if any(l in blocked for l in locals_):
+        return
+    plan.replace_node[node] = node.with_changes(module=cst.parse_expression("torch.amp"))
+
+
+def _plan_import(node: cst.Import, plan: EditPlan, blocked: Set[str]) -> None:
+    new_names = []
+    changed = False
+    for a in node.names:
+        full = dotted_name(a.name)
+        if full in ("torch.cuda.amp", "torch.cpu.amp") and a.asname is not None:
+            local = a.asname.name.value  # type: ignore[union-attr]
+            if local not in blocked:
+                a = a.with_changes(name=cst.parse_expression("torch.amp"))
+                changed = True
+        new_names.append(a)
+    if changed:
+        plan.replace_node[node] = node.with_changes(names=new_names)
 
 
 def _with_comma(arg: cst.Arg, more: bool) -> cst.Arg:
@@ -274,18 +257,14 @@ def _with_comma(arg: cst.Arg, more: bool) -> cst.Arg:
     return arg
 
 
-def _import_groups(module: cst.Module) -> List[Set[str]]:
+def _import_groups(index: ModuleIndex) -> List[Set[str]]:
     """Local names bound together by one deprecated-amp import statement (they move together)."""
     groups: List[Set[str]] = []
-
-    class V(cst.CSTVisitor):
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-            mod = dotted_name(node.module) if node.module else ""
-            if isinstance(node.names, cst.ImportStar) or mod not in ("torch.cuda.amp", "torch.cpu.amp", "torch.cuda",
-                                                                       "torch.cpu"):
-                return
+    for node in index.imports:
+        if not isinstance(node, cst.ImportFrom) or isinstance(node.names, cst.ImportStar):
+            continue
+        mod = dotted_name(node.module) if node.module else ""
+        if mod in ("torch.cuda.amp", "torch.cpu.amp", "torch.cuda", "torch.cpu"):
             groups.append({(a.asname.name.value if a.asname else dotted_name(a.name))  # type: ignore[union-attr,misc]
                            for a in node.names})
-
-    module.visit(V())
     return groups

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import re
-from typing import List, Optional, Set, Tuple
+from typing import Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex, positions_of
 from .names import code_of, dotted_name, literal_number, power_value
-from .walk import ast_nodes, ast_nodes_near
+from .walk import ast_nodes, ast_nodes_near, parse_ast
 
 FP16_MAX = 65504.0
 FP16_TINY = 6e-8       # smallest fp16 subnormal is ~5.96e-8: anything below rounds to 0
@@ -500,7 +501,7 @@ _MIXED_PRECISION_B = re.compile(MIXED_PRECISION.pattern.encode())
 _FP16_CASTS_B = re.compile(FP16_CASTS.pattern.encode())
 _AUTOCAST_OR_SCALER_B = re.compile(AUTOCAST_OR_SCALER.pattern.encode())
 # a number literal that may lie below FP16_INV_TINY (1.5e-5): an exponent <= -5, 0.0000..., or a power
-_SMALL_LITERAL_B = re.compile(rb"(?i)\d[eE]-0*(?:[5-9]|[1-9]\d)|\.0000|\*\*")
+_SMALL_LITERAL_B = re.compile(rb"(?i)\d[eE]-0*(?:[5-9]|[1-9]\d)|\.0000")  # or a power: _power_of_literals
 _INF_WORDS = ("inf", "+inf", "-inf", "infinity", "-infinity")
 
 
@@ -538,15 +539,104 @@ def _ast_big(node: ast.AST, threshold: float = FP16_MAX) -> bool:
     return False
 
 
+# Between a power's operands: spaces, line breaks, backslash continuations, comments, brackets, signs.
+_POWER_GAP = rb"(?:[\s()\\+-]|#[^\n]*\n)*"  # a comment runs to its line end: one way to match
 # Bytes every branch of the AST walk below needs (a superset, so most files skip the parse):
-# a big or infinite constant (5+ integer digits, an exponent >= 4, a power (not `**kwargs`),
-# hex/octal/binary, inf, finfo),
+# a big or infinite constant (5+ integer digits, an exponent >= 4, hex/octal/binary, inf, finfo,
+# a power of two number literals: `_ast_number` reads only those, so `x ** 2` and `**kwargs` never count),
 # BCE, a non-finite check or clipping beside `.scale(`, or a half dtype in a cast.
-_BIG_OR_INF_B = re.compile(rb"(?i)\binf(?:ty)?\b|['\"]\s*[+-]?inf(?:inity)?\s*['\"]|finfo|[\w.)\]]\s*\*\*|\b0[xob]"
+_BIG_OR_INF_B = re.compile(rb"(?i)\binf(?:ty)?\b|['\"]\s*[+-]?inf(?:inity)?\s*['\"]|finfo|\b0[xob]"
+                           rb"|[\d.]" + _POWER_GAP + rb"\*\*" + _POWER_GAP + rb"[\d.]"
                            rb"|(?<![\w.])\d[\d_]{4}|[\d.]e\+?0*(?:[4-9]|[1-9]\d)")
 
+# `_big_or_inf` answers `_BIG_OR_INF_B.search` without scanning every byte with a seven-way regex
+# (~15 MB/s): each branch is found from a literal it must contain, by bytes.find speed.
+_INF_WORD_AT = re.compile(rb"\binf(?:ty)?\b")  # on lower-cased bytes, as (?i) reads them
+_INF_QUOTED_AT = re.compile(rb"['\"]\s*[+-]?inf(?:inity)?\s*['\"]")
+_EXPONENT_AT = re.compile(rb"[\d.]e\+?0*(?:[4-9]|[1-9]\d)")
+_POWER_AFTER = re.compile(_POWER_GAP + rb"[\d.]")
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789_", b"0000000000")
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_GAP_BYTES = frozenset(b" \t\n\r\f\v()\\+-")
 
-_SUBSCRIPT_ASSIGN_B = re.compile(rb"\]\s*=[^=]")
+
+def _find_all(data: bytes, literal: bytes) -> Iterator[int]:
+    i = data.find(literal)
+    while i >= 0:
+        yield i
+        i = data.find(literal, i + 1)
+
+
+def _big_or_inf(data: bytes) -> bool:
+    """`_BIG_OR_INF_B.search(data) is not None`, except that a power after a comment line is always
+    taken (a superset): each branch is looked for only where its literal occurs."""
+    lowered = data.lower()
+    for i in _find_all(lowered, b"inf"):
+        if _INF_WORD_AT.match(lowered, i) or lowered[i - 1:i + 4] == b"finfo":
+            return True
+        j = i - 1
+        if j >= 0 and lowered[j] in b"+-":
+            j -= 1
+        while j >= 0 and lowered[j] in b" \t\n\r\f\v":
+            j -= 1
+        if j >= 0 and _INF_QUOTED_AT.match(lowered, j):
+            return True
+    for base in (b"0x", b"0o", b"0b"):
+        for i in _find_all(lowered, base):
+            if i == 0 or lowered[i - 1] not in _WORD:
+                return True
+    if _power_of_literals(data):
+        return True
+    zeros = lowered.translate(_DIGITS_AS_ZERO)
+    i = zeros.find(b"00000")
+    while i >= 0:  # five digits (or underscores) in a row: a match starts a run, on a digit
+        start = i
+        while start > 0 and zeros[start - 1] == 48:
+            start -= 1
+        if data[start] != 95 and (start == 0 or (data[start - 1] not in _WORD and data[start - 1] != 46)):
+            return True
+        end = i + 5
+        while end < len(zeros) and zeros[end] == 48:
+            end += 1
+        i = zeros.find(b"00000", end)
+    for i in itertools.chain(_find_all(zeros, b"0e"), _find_all(lowered, b".e")):
+        if _EXPONENT_AT.match(lowered, i):
+            return True
+    return False
+
+
+def _power_of_literals(data: bytes) -> bool:
+    """A `**` between two number literals (brackets, signs, spaces and comments around it), which
+    `literal_number` evaluates; `x ** 2` and `**kwargs` are not."""
+    for i in _find_all(data, b"**"):
+        if _POWER_AFTER.match(data, i + 2) and _number_before_power(data, i):
+            return True
+    return False
+
+
+def _number_before_power(data: bytes, i: int) -> bool:
+    """Whether the bytes before the `**` at `i`, back over brackets, signs and spaces, end in a digit
+    or `.`; a line with a comment on the way is taken as a yes (the regex may skip that comment)."""
+    j = i - 1
+    crossed_line = False
+    while j >= 0:
+        c = data[j]
+        if c in _GAP_BYTES:
+            crossed_line = crossed_line or c == 10
+            j -= 1
+            continue
+        if 48 <= c <= 57 or c == 46:
+            return True
+        return crossed_line and b"#" in data[data.rfind(b"\n", 0, j) + 1:j]
+    return False
+
+
+# A subscript assignment of a big finite number (the only rule without autocast; an infinity or finfo is
+# fine there): `] =`, then brackets, signs, comments, chained targets or `float(`, then a number literal
+# of 5+ digits, an exponent >= 4, hex/octal/binary, or the base of a power.
+_SUBSCRIPT_BIG_B = re.compile(rb"\][\s\\]*=(?!=)(?:[\s(\\+-]|#[^\n]*\n|[\w.]+[\s\\]*=(?!=)|float\b)*"
+                              rb"(?:\d[\d_]{4}|[\d.][\d_.]*[eE]\+?0*(?:[4-9]|[1-9]\d)|0[xXoObB]"
+                              rb"|[\d.][\d_.]*[\s)\\]*\*\*)")
 # Where a rule can fire, every statement holds one of these: a big constant, BCE, a cast, a check
 # (a plain superset of _BIG_OR_INF_B's tokens, without look-behinds: this one runs over whole files).
 _WHERE_B = re.compile(rb"\d[\d_]{4}|[\d.][eE]\+?0*(?:[4-9]|[1-9]\d)|\*\*|[iI][nN][fF]|finfo|0[xXoObB]"
@@ -575,10 +665,37 @@ def _hazard_tokens(data: bytes, autocast: bool) -> bool:
     """Bytes some rule needs; without autocast only a subscript assignment and the scaler rules remain."""
     scaled = b".scale(" in data and any(w in data for w in (b"isnan", b"isinf", b"isfinite", b"clip_grad"))
     if not autocast:
-        return scaled or (_SUBSCRIPT_ASSIGN_B.search(data) is not None and _BIG_OR_INF_B.search(data) is not None)
-    if scaled or _BIG_OR_INF_B.search(data) or b"BCELoss" in data or b"binary_cross_entropy" in data:
+        return scaled or _SUBSCRIPT_BIG_B.search(data) is not None
+    if scaled or b"BCELoss" in data or b"binary_cross_entropy" in data or _big_or_inf(data):
         return True
-    return (b".to(" in data or b".type(" in data or b".half" in data) and (b"float16" in data or b"half" in data.lower())
+    return (b"float16" in data or b"half" in data.lower()) and _cast_tokens(data)
+
+
+# A call's arguments, up to three brackets deep: string literals and comments are single atoms, so
+# a bracket inside them does not count. A call this does not match (deeper, an escape or a line
+# break inside a string) is taken as a cast.
+_ARG_ATOM = rb"""(?:[^()'"#]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
+_ARGS = _ARG_ATOM + rb"*"
+for _ in range(3):
+    _ARGS = rb"(?:" + _ARG_ATOM + rb"|\(" + _ARGS + rb"\))*"
+_CAST_CALL_B = re.compile(rb"\(" + _ARGS + rb"\)")
+_CAST_OPEN_B = re.compile(rb"\.[\s\\]*(?:to|type)[\s\\]*(?=\()")
+_HALF_CALL_B = re.compile(rb"\.[\s\\]*half[\s\\]*\(")
+
+
+def _cast_tokens(data: bytes) -> bool:
+    """A `.half(` call, or a `.to(` / `.type(` call whose arguments spell half or float16 (A2A604 reads
+    the argument's dotted name or string)."""
+    if _HALF_CALL_B.search(data):
+        return True
+    for m in _CAST_OPEN_B.finditer(data):
+        call = _CAST_CALL_B.match(data, m.end())
+        if call is None:
+            return True
+        args = call.group().lower()
+        if b"half" in args or b"float16" in args:
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes
@@ -589,12 +706,12 @@ def _may_have_hazard(data: bytes) -> bool:
     if not _MIXED_PRECISION_B.search(data):
         return False
     autocast = _AUTOCAST_OR_SCALER_B.search(data) is not None  # the lint's autocast_file
-    if _FP16_CASTS_B.search(data) and (autocast or _SMALL_LITERAL_B.search(data)):
+    if _FP16_CASTS_B.search(data) and (autocast or _SMALL_LITERAL_B.search(data) or _power_of_literals(data)):
         return True  # .half() / .to(float16): A2A604 in an autocast file; A2A602 with a tiny eps
     if not _hazard_tokens(data, autocast):
         return False
     try:
-        tree = ast.parse(data)
+        tree = parse_ast(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True
     scaled = b".scale(" in data

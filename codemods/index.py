@@ -174,7 +174,17 @@ class ModuleIndex:
         cls._cache[id(index.module)] = index
         cls._cache.move_to_end(id(index.module))
         while len(cls._cache) > cls._CACHE_SIZE:
-            cls._cache.popitem(last=False)
+            cls._cache.popitem(last=False)[1].tables.clear()
+
+    @classmethod
+    def forget_all(cls) -> None:
+        """Empty the cache once a file is done, so its trees are freed now.
+
+        The tables hold objects that point back at their index (a reference cycle); clearing them
+        lets reference counting free the tree at once instead of waiting for the cyclic collector,
+        which a run calls rarely (`engine._quiet_gc`)."""
+        while cls._cache:
+            cls._cache.popitem()[1].tables.clear()
 
     def _enter(self, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> None:
         self.nodes.append(node)

@@ -28,7 +28,7 @@ from .edits import EditPlan, apply_plan
 from .hazards import FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
-from .walk import ast_nodes
+from .walk import ast_nodes, parse_ast
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -792,7 +792,7 @@ def _may_scale_by_hand(data: bytes) -> bool:
     if b"backward" not in data:
         return False
     try:
-        tree = ast.parse(data)
+        tree = parse_ast(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True
     products: Set[str] = set()

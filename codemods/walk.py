@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -52,6 +53,12 @@ def iter_nodes(node: cst.CSTNode, descend: Optional[Callable[[cst.CSTNode], bool
         yield n
         if descend is None or descend(n):
             stack.extend(reversed(children(n)))
+
+
+@functools.lru_cache(maxsize=4)
+def parse_ast(data: bytes) -> ast.Module:
+    """`ast.parse(data)`, shared by the second stages that screen the same bytes (raises as it does)."""
+    return ast.parse(data)
 
 
 def ast_nodes(tree: ast.AST) -> Iterator[ast.AST]:

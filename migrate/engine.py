@@ -203,6 +203,15 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     second rewrite unchanged (the safety gate). The second rewrite runs on the tree the first one
     produced, whose code is exactly the new text, and only with the codemods its own prefilter wants.
     """
+    try:
+        return _rewrite_source(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
+    finally:
+        ModuleIndex.forget_all()  # this file's trees are freed now, not at the next cyclic collection
+
+
+def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Options],
+                    select: Optional[Callable[[str], bool]], facts: Optional[RepoFacts], check_stable: bool,
+                    prefilter_enabled: bool) -> Result:
     select = select or Selection()
     data = text.encode("utf-8", "surrogatepass")
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 from codemods.base import Codemod, RepoFacts
-from codemods.walk import ast_nodes
+from codemods.walk import ast_nodes, parse_ast
 
 # -- stage 1: the registry regex, fast -----------------------------------------------------------
 
@@ -182,7 +182,13 @@ _APEX_IMPORT = re.compile(
 def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> bool:
     if module_name == "apex" or module_name.startswith("apex."):
         return True  # a vendored copy: relative imports resolve under apex
-    return _APEX_IMPORT.search(data) is not None
+    return _has_apex_import(data)
+
+
+@functools.lru_cache(maxsize=64)  # amp, apex_modules, apex_parallel and imports ask about the same bytes
+def _has_apex_import(data: bytes) -> bool:
+    """`_APEX_IMPORT` in `data`; without the word apex no import can bind anything from apex."""
+    return b"apex" in data and _APEX_IMPORT.search(data) is not None
 
 
 _IMPORT_ERROR_HANDLER = re.compile(rb"except[ \t(]+(?:builtins\.)?(?:ImportError|ModuleNotFoundError)\b")
@@ -199,7 +205,7 @@ def _install_guard(data: bytes) -> bool:
     if _IMPORT_ERROR_HANDLER.search(data) is None or b"apex" not in data.lower():
         return False
     try:
-        tree = ast.parse(data)
+        tree = parse_ast(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return True  # libcst reports the file
     lines: Optional[List[bytes]] = None

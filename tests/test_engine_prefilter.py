@@ -12,6 +12,8 @@ import random
 import shutil
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codemods.base import Options
 from codemods.registry import PREFILTER, may_need_work
@@ -144,6 +146,10 @@ HAZARD_SHAPES = [
     ("import torch\nwith torch.autocast('cuda'):\n    t[m] = 1e9\n", True),
     ("import torch\nt = torch.float16\nu[m] = 2 ** 20\n", True),  # subscript assignment needs no autocast
     ("import torch\nt = torch.float16\ny = a / (b + 0 ** -1)\nz = (-8) ** 0.5 + c\n", False),  # no crash either
+    ("import torch\nwith torch.autocast('cuda'):\n    y = x.to(weight_dtype)\nw = torch.float16\n", False),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = x.to(x.device, dtype=torch.float16)\n", True),
+    ("import torch\nt = torch.float16\nu[m] = x ** 2\nv = 1e9\n", False),  # the big number is not assigned
+    ("import torch\nt = torch.float16\nu[m] = float(\n    1e9)\n", True),
 ]
 
 
@@ -191,3 +197,44 @@ def test_hazard_stage_walks_only_statements_near_candidate_tokens_and_misses_non
     assert hazards._lines_of(b"a = 1\rb = 2\r", hazards._WHERE_B) is None
     assert hazards._lines_of(b"a = 1\r\nb = x.half()\r\n", hazards._WHERE_B) == [2]
     assert hazards._may_have_hazard(hit.replace("\n", "\r").encode())
+
+
+_TOKEN_ALPHABET = "0123456789_.eE+-*()#[]= \n\t\\'\"infINFtyxobXOB"
+
+
+@given(st.text(alphabet=_TOKEN_ALPHABET, max_size=60))
+@settings(max_examples=3000, deadline=None)
+def test_big_or_inf_by_literals_is_the_regex_or_more(text):
+    """The literal-driven scan answers what the seven-way regex answers, and only ever more (a power
+    behind a comment line)."""
+    from codemods import hazards
+    data = text.encode()
+    by_regex = hazards._BIG_OR_INF_B.search(data) is not None
+    fast = hazards._big_or_inf(data)
+    assert fast or not by_regex
+    if "#" not in text:
+        assert fast == by_regex
+
+
+@pytest.mark.parametrize("text,fires", [
+    ("x.to(weight_dtype)", False), ('x.to("cuda")', False), ("x.to(f(g(h(i))), torch.half)", True),
+    ('x.to("a)", y)', False), ("x.to(  # (\n torch.float16)", True), ("x.half()", True),
+    ("x.type(torch.HalfTensor)", True), ('x.to("\\n", y)', True), ("x . to (torch.float16)", True),
+    ("x.todo(half)", False), ("x.to(device=torch.device('cuda:0'), dtype=weight_dtype)", False),
+])
+def test_cast_tokens_read_the_call_arguments(text, fires):
+    """A `.to(` call is a cast candidate only when its own arguments spell half/float16; a call the
+    scan cannot read (deep brackets, an escape in a string) counts as one."""
+    from codemods import hazards
+    assert hazards._cast_tokens(text.encode()) == fires
+
+
+@pytest.mark.parametrize("text,fires", [
+    ("x[m] = 1e9", True), ("x[m] = -(2 ** 30)", True), ("x[m]=float(\n  1e9)", True),
+    ("x[m] = y = 100000", True), ("x[m] = 1", False), ('x[m] = float("-inf")', False), ("x[m] == 1e9", False),
+    ("x[m] = (  # c\n -1e9)", True), ("x[m] \\\n = 1.5e5", True), ("x[m] = 0x10000", True),
+    ("x[i] = self.a * 100000", False),
+])
+def test_subscript_big_bytes(text, fires):
+    from codemods import hazards
+    assert (hazards._SUBSCRIPT_BIG_B.search(text.encode()) is not None) == fires
