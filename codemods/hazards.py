@@ -605,6 +605,33 @@ def _big_or_inf(data: bytes) -> bool:
     return False
 
 
+_SPACE_OR_OPEN = frozenset(b" \t\r\n\f\\(")
+_SPACE_OR_CLOSE = frozenset(b" \t\r\n\f\\)")
+_TOKEN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+
+
+def _tiny_in_sum(data: bytes) -> bool:
+    """A tiny number literal (`_SMALL_LITERAL_B`) written as an operand of `+`, the only place A2A602's
+    eps check reads one (`x + 1e-8`, `(1e-8 + x)`); a comment between them is taken as a yes."""
+    for m in _SMALL_LITERAL_B.finditer(data):
+        start, end = m.start(), m.end()
+        while start > 0 and data[start - 1] in _TOKEN:
+            start -= 1
+        while end < len(data) and data[end] in _TOKEN:
+            end += 1
+        j = start - 1
+        while j >= 0 and data[j] in _SPACE_OR_OPEN:
+            j -= 1
+        k = end
+        while k < len(data) and data[k] in _SPACE_OR_CLOSE:
+            k += 1
+        if (j >= 0 and data[j] in b"+#") or (k < len(data) and data[k] in b"+#"):
+            return True
+        if j >= 0 and b"#" in data[data.rfind(b"\n", 0, j + 1) + 1:j + 1]:
+            return True  # the token may follow a comment line inside brackets
+    return False
+
+
 def _power_of_literals(data: bytes) -> bool:
     """A `**` between two number literals (brackets, signs, spaces and comments around it), which
     `literal_number` evaluates; `x ** 2` and `**kwargs` are not."""
@@ -706,7 +733,7 @@ def _may_have_hazard(data: bytes) -> bool:
     if not _MIXED_PRECISION_B.search(data):
         return False
     autocast = _AUTOCAST_OR_SCALER_B.search(data) is not None  # the lint's autocast_file
-    if _FP16_CASTS_B.search(data) and (autocast or _SMALL_LITERAL_B.search(data) or _power_of_literals(data)):
+    if _FP16_CASTS_B.search(data) and (autocast or _tiny_in_sum(data) or _power_of_literals(data)):
         return True  # .half() / .to(float16): A2A604 in an autocast file; A2A602 with a tiny eps
     if not _hazard_tokens(data, autocast):
         return False

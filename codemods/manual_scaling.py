@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -784,12 +785,65 @@ def _autocast_maker(device: str, dtype: str):
     return make
 
 
+_ATOM = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
+_LINE_ATOM = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
+_NESTED = _ATOM + rb"*"
+for _ in range(3):
+    _NESTED = rb"(?:" + _ATOM + rb"|\(" + _NESTED + rb"\)|\[" + _NESTED + rb"\]|\{" + _NESTED + rb"\})*"
+_STATEMENT_TAIL = re.compile(rb"(?:" + _LINE_ATOM + rb"|\(" + _NESTED + rb"\)|\[" + _NESTED + rb"\]|\{" + _NESTED
+                             + rb"\})*(?=\r?\n|\Z)")
+_BACKWARD_ATTR = re.compile(rb"\.[\s\\]*backward\b")
+_DEF_BACKWARD = re.compile(rb"\bdef[\s\\]+backward\b")
+_DEF_STEP = re.compile(rb"\bdef[\s\\]+step\b")
+_SINGLE_STAR = re.compile(rb"(?<!\*)\*(?!\*)")
+_SPACE = frozenset(b" \t\r\n\\\f")
+_WORDB = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _no_scaled_backward(data: bytes) -> bool:
+    """True when the bytes alone show that no `.backward()` is called on a product or on a name
+    assigned a product, and no class defines both backward and step; False when unsure."""
+    if _DEF_BACKWARD.search(data) and _DEF_STEP.search(data):
+        return False
+    receivers = set()
+    for m in _BACKWARD_ATTR.finditer(data):
+        j = m.start() - 1
+        while j >= 0 and data[j] in _SPACE:
+            j -= 1
+        if j < 0:
+            continue
+        if data[j] == 41:  # `)`: a call or a bracketed product
+            return False
+        if data[j] not in _WORDB:
+            continue  # a subscript, a literal: not a name
+        k = j
+        while k > 0 and data[k - 1] in _WORDB:
+            k -= 1
+        p = k - 1
+        while p >= 0 and data[p] in _SPACE:
+            p -= 1
+        if (p >= 0 and data[p] == 46) or data[k] in b"0123456789":
+            continue  # an attribute or a number
+        receivers.add(data[k:j + 1])
+    for name in receivers:
+        for m in re.finditer(rb"(?<![\w.])" + re.escape(name) + rb"\b", data):
+            j = m.end()
+            while j < len(data) and (data[j] in _SPACE or data[j] == 41):  # `(loss) = ...` binds loss too
+                j += 1
+            if data[j:j + 1] != b"=" or data[j + 1:j + 2] == b"=":
+                continue
+            tail = _STATEMENT_TAIL.match(data, j + 1)
+            if tail is None or _SINGLE_STAR.search(tail.group()):
+                return False
+    return True
+
+
 @functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes
 def _may_scale_by_hand(data: bytes) -> bool:
     """A superset of the files `_Migration` can act on, decided without libcst."""
     if b"apex" in data or b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data:
         return True
-    if b"backward" not in data:
+    if b"backward" not in data or _no_scaled_backward(data):
         return False
     try:
         tree = parse_ast(data)

@@ -150,6 +150,9 @@ HAZARD_SHAPES = [
     ("import torch\nwith torch.autocast('cuda'):\n    y = x.to(x.device, dtype=torch.float16)\n", True),
     ("import torch\nt = torch.float16\nu[m] = x ** 2\nv = 1e9\n", False),  # the big number is not assigned
     ("import torch\nt = torch.float16\nu[m] = float(\n    1e9)\n", True),
+    ("import torch\nx = x.to(dtype=torch.float16)\nassert d < 1e-5\n", False),  # a tolerance, not an eps
+    ("import torch\nx = x.half()\ny = torch.log(x + 1e-8)\n", True),
+    ("import torch\nx = x.half()\ny = torch.log((\n    1e-8) + x)\n", True),
 ]
 
 
@@ -238,3 +241,30 @@ def test_cast_tokens_read_the_call_arguments(text, fires):
 def test_subscript_big_bytes(text, fires):
     from codemods import hazards
     assert (hazards._SUBSCRIPT_BIG_B.search(text.encode()) is not None) == fires
+
+
+MANUAL_SCALING_SHAPES = [
+    # (source, the ast stage lets it through)
+    ("loss = a * b\nloss.backward()\n", True),
+    ("loss = crit(out, y)\nloss.backward()\n", False),
+    ("(loss) = a * s\nloss.backward()\n", True),
+    ("loss = (a\n        * b)\nloss.backward()\n", True),
+    ("loss = a \\\n    * b\nloss.backward()\n", True),
+    ("(loss * s).backward()\n", True),
+    ("accelerator = Accelerator(\n    **kw)\naccelerator.backward(loss)\n", False),
+    ("self.loss = a * b\nself.loss.backward()\n", False),
+    ("class F(Function):\n    def backward(ctx):\n        pass\n\n    def step(self):\n        pass\n", True),
+    ("loss = f(*args)\nloss.backward()\n", False),
+    ("loss = x.mean()\nloss.mean().backward()\n", False),
+    ("l = [\n    a * b,\n]\nl.backward()\n", False),
+    ("loss = 'a*b'\nloss.backward()\n", False),
+]
+
+
+@pytest.mark.parametrize("text,through", MANUAL_SCALING_SHAPES)
+def test_manual_scaling_byte_stage_only_rules_out_what_the_ast_stage_rules_out(text, through):
+    from codemods import manual_scaling
+    data = text.encode()
+    assert manual_scaling._may_scale_by_hand.__wrapped__(data) == through
+    if manual_scaling._no_scaled_backward(data):
+        assert not through
