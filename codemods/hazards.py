@@ -688,14 +688,89 @@ def _lines_of(data: bytes, pattern: "re.Pattern[bytes]") -> Optional[List[int]]:
     return out
 
 
+def _autocast_or_scaler(data: bytes) -> bool:
+    """`_AUTOCAST_OR_SCALER_B.search(data)`, by bytes.find for each word (the regex has no literal prefix)."""
+    if b"autocast" in data or b"GradScaler" in data or b"scale_loss" in data:
+        return True
+    return b"apex" in data and _APEX_WORD_B.search(data) is not None
+
+
+_APEX_WORD_B = re.compile(rb"\bapex\b")
+
+
 def _hazard_tokens(data: bytes, autocast: bool) -> bool:
     """Bytes some rule needs; without autocast only a subscript assignment and the scaler rules remain."""
     scaled = b".scale(" in data and any(w in data for w in (b"isnan", b"isinf", b"isfinite", b"clip_grad"))
     if not autocast:
         return scaled or _SUBSCRIPT_BIG_B.search(data) is not None
-    if scaled or b"BCELoss" in data or b"binary_cross_entropy" in data or _big_or_inf(data):
+    if scaled or b"BCELoss" in data or b"binary_cross_entropy" in data:
+        return True
+    if _big_or_inf(data) and _big_in_rule_shape(data):
         return True
     return (b"float16" in data or b"half" in data.lower()) and _cast_tokens(data)
+
+
+# A number literal that may be 1e4 or more: 5+ digits, an exponent >= 4, hex/octal/binary.
+_BIG_TOKEN_B = re.compile(rb"\d[\d_]{4}|[\d.][\d_.]*[eE]\+?0*(?:[4-9]|[1-9]\d)|0[xXoObB]")
+_MASK_CALL_B = re.compile(rb"\b(?:masked_fill_?|fill_|full(?:_like)?|new_full|where)[\s\\]*(?=\()")
+_BACK_GAP = frozenset(b" \t\r\n\f\\()+-")
+
+
+def _big_in_rule_shape(data: bytes) -> bool:
+    """Where an autocast file's big-number rules can fire (A2A601): a big literal assigned into a
+    subscript, passed to a mask function, or multiplied (a literal or a power of literals next to `*`)."""
+    if _SUBSCRIPT_BIG_B.search(data):
+        return True
+    for m in _MASK_CALL_B.finditer(data):
+        call = _CAST_CALL_B.match(data, m.end())
+        if call is None or _BIG_TOKEN_B.search(call.group()) or _power_of_literals(call.group()):
+            return True
+    for i in _find_all(data, b"*"):
+        if data[i + 1:i + 2] == b"*" or (i > 0 and data[i - 1] == 42):
+            continue  # a power or **kwargs: its operands are read next to the `*` of a product
+        if _big_operand_after(data, i + 1) or _big_operand_before(data, i):
+            return True
+    return False
+
+
+def _big_operand_after(data: bytes, k: int) -> bool:
+    """The operand right of a `*` at k - 1: a big literal, or the base of a power."""
+    m = _POWER_AFTER.match(data, k)  # brackets, signs, spaces, comments, then a digit or `.`
+    if m is None:
+        return False
+    start = m.end() - 1
+    end = start
+    while end < len(data) and (data[end] in _TOKEN or (data[end] in b"+-" and data[end - 1] in b"eE")):
+        end += 1
+    if _BIG_TOKEN_B.search(data, start, end):
+        return True
+    j = end
+    while j < len(data) and data[j] in _SPACE_OR_CLOSE:
+        j += 1
+    return data[j:j + 2] == b"**" or data[j:j + 1] == b"#"
+
+
+def _big_operand_before(data: bytes, i: int) -> bool:
+    """The operand left of the `*` at i: a big literal, or the exponent of a power."""
+    j = i - 1
+    crossed_line = False
+    while j >= 0 and data[j] in _BACK_GAP:
+        crossed_line = crossed_line or data[j] == 10
+        j -= 1
+    if j < 0 or data[j] not in _TOKEN:
+        return False
+    if crossed_line and b"#" in data[data.rfind(b"\n", 0, j) + 1:j + 1]:
+        return True  # the operand may lie before a comment
+    end = j + 1
+    while j >= 0 and (data[j] in _TOKEN or (data[j] in b"+-" and j > 0 and data[j - 1] in b"eE")):
+        j -= 1
+    if not (48 <= data[j + 1] <= 57 or data[j + 1] == 46):
+        return False  # a name, not a number
+    if _BIG_TOKEN_B.search(data, j + 1, end):
+        return True
+    while j >= 0 and data[j] in _BACK_GAP:
+        j -= 1
+    return j >= 1 and data[j - 1:j + 1] == b"**"
 
 
 # A call's arguments, up to three brackets deep: string literals and comments are single atoms, so
@@ -730,9 +805,9 @@ def _may_have_hazard(data: bytes) -> bool:
     """A superset of what `_Lint` reports, decided on the stdlib AST: mixed-precision code with a
     big constant in a mask function, a subscript assignment or a product; BCE; a half cast; a
     non-finite check or clipping next to a scaler. Syntax errors go on to libcst, which reports them."""
-    if not _MIXED_PRECISION_B.search(data):
-        return False
-    autocast = _AUTOCAST_OR_SCALER_B.search(data) is not None  # the lint's autocast_file
+    autocast = _autocast_or_scaler(data)  # the lint's autocast_file
+    if not autocast and b".half()" not in data and b"float16" not in data:
+        return False  # not MIXED_PRECISION
     if _FP16_CASTS_B.search(data) and (autocast or _tiny_in_sum(data) or _power_of_literals(data)):
         return True  # .half() / .to(float16): A2A604 in an autocast file; A2A602 with a tiny eps
     if not _hazard_tokens(data, autocast):

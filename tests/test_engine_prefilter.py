@@ -153,6 +153,11 @@ HAZARD_SHAPES = [
     ("import torch\nx = x.to(dtype=torch.float16)\nassert d < 1e-5\n", False),  # a tolerance, not an eps
     ("import torch\nx = x.half()\ny = torch.log(x + 1e-8)\n", True),
     ("import torch\nx = x.half()\ny = torch.log((\n    1e-8) + x)\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = x * 100\nm = float('-inf')\nn = 100000\n", False),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = 2 ** 14 * x\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    y = x * (  # scale\n        12000)\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    s = torch.where(m, s, -1e9)\n", True),
+    ("import torch\nwith torch.autocast('cuda'):\n    s = a[10000] * s\n", False),
 ]
 
 
