@@ -273,3 +273,13 @@ def test_manual_scaling_byte_stage_only_rules_out_what_the_ast_stage_rules_out(t
     assert manual_scaling._may_scale_by_hand.__wrapped__(data) == through
     if manual_scaling._no_scaled_backward(data):
         assert not through
+
+
+def test_word_tests_by_find_answer_what_the_lint_regexes_answer():
+    from codemods import hazards
+    texts = [open(p, "rb").read() for p in sorted(glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True))]
+    texts += [b"import apex_utils\n", b"# apex\n", b"has_apex = 1\n", b"x.half()\n", b"GradScaler", b""]
+    for data in texts:
+        assert hazards._autocast_or_scaler(data) == (hazards._AUTOCAST_OR_SCALER_B.search(data) is not None)
+        mixed = hazards._autocast_or_scaler(data) or b".half()" in data or b"float16" in data
+        assert mixed == (hazards._MIXED_PRECISION_B.search(data) is not None)
