@@ -627,9 +627,15 @@ def _tiny_in_sum(data: bytes) -> bool:
             k += 1
         if (j >= 0 and data[j] in b"+#") or (k < len(data) and data[k] in b"+#"):
             return True
-        if j >= 0 and b"#" in data[data.rfind(b"\n", 0, j + 1) + 1:j + 1]:
+        if j >= 0 and _comment_before(data, j):
             return True  # the token may follow a comment line inside brackets
     return False
+
+
+def _comment_before(data: bytes, j: int) -> bool:
+    """Whether the line holding byte j has a `#` before it: j may then lie inside a comment, and a
+    backward scan cannot tell where the code before it ends."""
+    return b"#" in data[data.rfind(b"\n", 0, j) + 1:j]
 
 
 def _power_of_literals(data: bytes) -> bool:
@@ -654,7 +660,7 @@ def _number_before_power(data: bytes, i: int) -> bool:
             continue
         if 48 <= c <= 57 or c == 46:
             return True
-        return crossed_line and b"#" in data[data.rfind(b"\n", 0, j) + 1:j]
+        return crossed_line and _comment_before(data, j)
     return False
 
 
@@ -759,7 +765,7 @@ def _big_operand_before(data: bytes, i: int) -> bool:
         j -= 1
     if j < 0 or data[j] not in _TOKEN:
         return False
-    if crossed_line and b"#" in data[data.rfind(b"\n", 0, j) + 1:j + 1]:
+    if crossed_line and _comment_before(data, j):
         return True  # the operand may lie before a comment
     end = j + 1
     while j >= 0 and (data[j] in _TOKEN or (data[j] in b"+-" and j > 0 and data[j - 1] in b"eE")):

@@ -26,7 +26,7 @@ import libcst as cst
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
-from .hazards import FileText
+from .hazards import _WORD, FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
 from .walk import ast_nodes, parse_ast
@@ -797,7 +797,6 @@ _DEF_BACKWARD = re.compile(rb"\bdef[\s\\]+backward\b")
 _DEF_STEP = re.compile(rb"\bdef[\s\\]+step\b")
 _SINGLE_STAR = re.compile(rb"(?<!\*)\*(?!\*)")
 _SPACE = frozenset(b" \t\r\n\\\f")
-_WORDB = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def _no_scaled_backward(data: bytes) -> bool:
@@ -814,10 +813,10 @@ def _no_scaled_backward(data: bytes) -> bool:
             continue
         if data[j] == 41:  # `)`: a call or a bracketed product
             return False
-        if data[j] not in _WORDB:
+        if data[j] not in _WORD:
             continue  # a subscript, a literal: not a name
         k = j
-        while k > 0 and data[k - 1] in _WORDB:
+        while k > 0 and data[k - 1] in _WORD:
             k -= 1
         p = k - 1
         while p >= 0 and data[p] in _SPACE:
