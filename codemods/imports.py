@@ -217,9 +217,16 @@ class _FoldStatements(cst.CSTTransformer):
     def __init__(self, folder: FoldApexGuards):
         super().__init__()
         self.folder = folder
+        self._elifs: Set[int] = set()  # ids of the If nodes that are another If's `elif`
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self._elifs.add(id(node.orelse))
 
     def leave_If(self, original: cst.If, updated: cst.If):
         test = updated.test.visit(self.folder)
+        if id(original) in self._elifs:
+            return self._fold_elif(updated, test)
         if is_const(test, True):
             body = updated.body
             return cst.FlattenSentinel(list(body.body)) if isinstance(body, cst.IndentedBlock) else updated
@@ -229,6 +236,17 @@ class _FoldStatements(cst.CSTTransformer):
             if isinstance(updated.orelse, cst.If):
                 return updated.orelse
             return cst.RemovalSentinel.REMOVE
+        return updated.with_changes(test=test)
+
+    @staticmethod
+    def _fold_elif(updated: cst.If, test: cst.BaseExpression):
+        """An `elif` stands in its parent's `orelse`, which takes an If, an Else or nothing: a true
+        test makes its body the `else:`, a false one hands the place to what follows it."""
+        if is_const(test, True):
+            return cst.Else(body=updated.body, leading_lines=updated.leading_lines,
+                            whitespace_before_colon=updated.whitespace_after_test)
+        if is_const(test, False):
+            return updated.orelse if updated.orelse is not None else cst.RemovalSentinel.REMOVE
         return updated.with_changes(test=test)
 
     def leave_Assert(self, original: cst.Assert, updated: cst.Assert):

@@ -89,7 +89,12 @@ class ImportTable:
     def qualify(self, name: str) -> Set[str]:
         head, _, rest = name.partition(".")
         out: Set[str] = set()
-        for q in self.bindings.get(head, ()):
+        bound = self.bindings.get(head)
+        if bound is None and head == "torch" and self.star_modules:
+            # `from models import *` is how such a module sees torch; a rewrite elsewhere in the file
+            # may add `import torch`, and the next rewrite must then find nothing new to do
+            bound = {"torch"}
+        for q in bound or ():
             out.add(f"{q}.{rest}" if rest else q)
         return out
 
