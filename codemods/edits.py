@@ -104,7 +104,7 @@ class _Apply(cst.CSTTransformer):
         if original_node in plan.transforms:
             node = plan.transforms[original_node](node)
         if original_node in plan.replace_node:
-            node = plan.replace_node[original_node]
+            node = carry_nested_edits(original_node, updated_node, plan.replace_node[original_node])
         is_stmt = isinstance(original_node, (cst.BaseStatement, cst.BaseSmallStatement))
         if is_stmt and isinstance(original_node, cst.BaseStatement):
             node = self._clean_compound(node)
@@ -112,7 +112,7 @@ class _Apply(cst.CSTTransformer):
             return node
         stmts: List[cst.CSTNode]
         if original_node in plan.replace_stmt:
-            stmts = list(plan.replace_stmt[original_node])
+            stmts = [carry_nested_edits(original_node, updated_node, s) for s in plan.replace_stmt[original_node]]
             if stmts and isinstance(original_node, cst.BaseStatement) and isinstance(stmts[0], cst.BaseStatement):
                 lead = getattr(original_node, "leading_lines", ())
                 if lead and not getattr(stmts[0], "leading_lines", ()):
@@ -230,6 +230,51 @@ class _Apply(cst.CSTTransformer):
         if isinstance(node, (cst.With, cst.For, cst.While)) and self._was_emptied(node.body):
             return node
         return node
+
+
+def carry_nested_edits(original: cst.CSTNode, updated: cst.CSTNode, replacement: cst.CSTNode) -> cst.CSTNode:
+    """`replacement`, which a codemod built from parts of `original`, with the edits other plans made
+    inside `original` (now in `updated`) carried into those parts.
+
+    `apex.parallel.SyncBatchNorm(n, process_group=apex.parallel.create_syncbn_process_group(k))`
+    replaces the outer call and, separately, the inner one; without this the outer replacement,
+    built from the original arguments, would drop the inner edit.
+    """
+    if updated is original:
+        return replacement
+    edited: Dict[int, Tuple[cst.CSTNode, cst.CSTNode]] = {}
+    stack = [(original, updated)]
+    while stack:
+        o, u = stack.pop()
+        o_children, u_children = o.children, u.children
+        if len(o_children) != len(u_children):
+            continue  # a child was removed or split: the parts cannot be paired
+        for a, b in zip(o_children, u_children):
+            if a is not b and type(a) is type(b):
+                edited[id(a)] = (a, b)
+                stack.append((a, b))
+    if not edited:
+        return replacement
+    return replacement.visit(_Substitute(edited))
+
+
+class _Substitute(cst.CSTTransformer):
+    """Swap nodes (by identity) for their edited versions, outermost first."""
+
+    def __init__(self, edited: Dict[int, Tuple[cst.CSTNode, cst.CSTNode]]):
+        super().__init__()
+        self.edited = edited
+
+    def _hit(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        pair = self.edited.get(id(node))
+        return pair[1] if pair is not None and pair[0] is node else None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return self._hit(node) is None
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        hit = self._hit(original_node)
+        return hit if hit is not None else updated_node
 
 
 def _paren_if_needed(expr: cst.BaseExpression) -> cst.BaseExpression:
