@@ -17,7 +17,7 @@ from .edits import EditPlan, apply_plan
 from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
-from .importing import ensure_imports
+from .importing import add_helper_function, ensure_imports
 from .walk import iter_nodes
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code, sole_call)
@@ -28,6 +28,8 @@ DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "ca
                        "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
 REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
 NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
+# a call of one of these on a name that says scaler marks a branch as the native-AMP path
+_NATIVE_SCALER_METHODS = ("scale", "unscale_", "step", "update", "state_dict", "load_state_dict", "get_scale")
 _REGION_STOPPERS = (cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef, cst.Global,
                     cst.Nonlocal)
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
@@ -63,6 +65,54 @@ def _and(conds: Sequence[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     return out
 
 
+FORWARD_HELPER = "autocast_forward"
+FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabled=True):
+    """`forward` run under torch.autocast, its floating-point tensor outputs cast back to fp32 (added by
+    apex2amp). apex's `amp.initialize` without optimizers patched the model this way, so the loss and the
+    metrics computed from its outputs ran in fp32."""
+
+    def to_fp32(out):
+        if isinstance(out, torch.Tensor):
+            return out.float() if out.is_floating_point() else out
+        if isinstance(out, tuple) and hasattr(out, "_fields"):
+            return type(out)(*(to_fp32(o) for o in out))
+        if isinstance(out, (list, tuple)):
+            return type(out)(to_fp32(o) for o in out)
+        if isinstance(out, dict):
+            for key, value in out.items():
+                out[key] = to_fp32(value)
+        return out
+
+    def run(*args, **kwargs):
+        with torch.autocast(device_type, dtype=dtype, enabled=enabled):
+            out = forward(*args, **kwargs)
+        return to_fp32(out)
+
+    return run
+'''
+
+_BOOL_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "bool", "all", "any",
+               "torch.cuda.is_available", "torch.cuda.is_bf16_supported", "torch.distributed.is_initialized",
+               "torch.distributed.is_available", "dist.is_initialized", "dist.is_available"}
+
+
+def _may_be_non_bool(e: cst.BaseExpression) -> bool:
+    """Whether `a and b` could hand autocast a non-bool: an operand is a call that need not return a bool
+    (`importlib.util.find_spec("apex")` returns a ModuleSpec, which `enabled=` rejects)."""
+    if isinstance(e, cst.BooleanOperation):
+        return _may_be_non_bool(e.left) or _may_be_non_bool(e.right)
+    if isinstance(e, cst.Call):
+        return (dotted_name(e.func) or "") not in _BOOL_CALLS
+    return False
+
+
+def _bool_safe(e: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    """`e`, wrapped in `bool(...)` when an operand may not be a bool."""
+    if e is None or not _may_be_non_bool(e):
+        return e
+    return cst.Call(cst.Name("bool"), [cst.Arg(e.with_changes(lpar=[], rpar=[]))])
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
@@ -91,6 +141,7 @@ class _Analysis:
         self.sites: List[_Site] = []
         self.dropped: List[cst.CSTNode] = []  # apex branches removed beside native branches
         self.needs_torch = False
+        self.needs_forward_helper = False
         self.abort = False
         self.user_funcs: Set[Optional[cst.FunctionDef]] = set()  # functions that reference the scaler
         self.param_funcs: List[cst.FunctionDef] = []
@@ -198,7 +249,7 @@ class _Analysis:
                 if q.startswith(NATIVE_AMP) or q.endswith(("GradScaler", "autocast")):
                     return True
             f = n.func  # type: ignore[attr-defined]
-            if isinstance(f, cst.Attribute) and f.attr.value in ("scale", "unscale_") and \
+            if isinstance(f, cst.Attribute) and f.attr.value in _NATIVE_SCALER_METHODS and \
                     "scaler" in (dotted_name(f.value) or "").lower():
                 return True
         return False
@@ -219,8 +270,15 @@ class _Analysis:
             self.plan.replace_stmt[chain_top] = self._rebuild_chain(chain_top, keep)
             for b in apex_branches:
                 self.dropped.append(b[1])
-            self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays (select it "
-                                                  "instead of apex)", fixed=True)
+            tests = [b[0] for b in apex_branches if b[0] is not None]
+            if any(b[0] is None for b in keep) or not tests:
+                self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays (select it "
+                                                      "instead of apex)", fixed=True)
+            else:
+                chosen = self.module.code_for_node(tests[0]).strip()
+                self.report(chain_top, R.APEX_BRANCH, f"apex branch removed and no `else` remains: where `{chosen}` "
+                                                      "held, none of this chain runs now; select the native setting "
+                                                      "instead (make it the default)")
 
     def _branch_has_apex(self, body: cst.CSTNode) -> bool:
         return any(self.index.contains(body, s.call) for s in self.sites)
@@ -363,7 +421,9 @@ class _Analysis:
         disabled = level == "O0"
         if disabled:
             cond_list = [_expr("False")]
-        self.cond = _and(cond_list)
+        self.cond = _bool_safe(_and(cond_list))
+        # what the call itself says (its gates hold already where the call stood)
+        own_cond = _bool_safe(_and(cond_list[len(conds):]))
         if level in ("O2", "O3"):
             self.report(call, R.OPT_LEVEL, f"opt_level {level}: the model stays fp32 and runs under autocast "
                                            f"(GradScaler refuses fp16 gradients); numerics and memory change")
@@ -420,15 +480,16 @@ class _Analysis:
                                                  "forward passes in `torch.autocast(...)` by hand")
                 self.abort = True
                 return
-            enabled = f", enabled={_code(self.cond)}" if self.cond is not None else ""
+            enabled = f", enabled={_code(own_cond)}" if own_cond is not None else ""
             mc = _code(m)
-            new_stmts.append(_stmt(f'{mc}.forward = torch.autocast("{self.device}", dtype={self.dtype}{enabled})'
-                                   f'({mc}.forward)'))
-            self.needs_torch = True
+            new_stmts.append(_stmt(f'{mc}.forward = {FORWARD_HELPER}({mc}.forward, "{self.device}", '
+                                   f'{self.dtype}{enabled})'))
+            self.needs_torch = self.needs_forward_helper = True
             self.use_scaler = False
             self.plan.replace_stmt[stmt] = new_stmts
             self.report(call, R.INITIALIZE, "`amp.initialize` without optimizers -> the model's forward runs under "
-                                            "autocast (no scaler)", fixed=True)
+                                            f"autocast, outputs cast to fp32 (`{FORWARD_HELPER}`, added to this file; "
+                                            "no scaler)", fixed=True)
             return
         if self.use_scaler:
             scaler_stmt = _stmt(f"{self.scaler_target()} = {self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})")
@@ -964,6 +1025,11 @@ class _Analysis:
                                               f"`{self.init_func.name.value if self.init_func else 'the module'}`, "
                                               "but it is called from module level where the scaler does not exist")
                     break
+                if caller is None:
+                    self._threading_failed = (f"`{f.name.value}` needs a GradScaler, but it is called from module "
+                                              "level and no scaler is created in this module")
+                    self._threading_failed_at = call
+                    break
                 if caller not in have and caller is not None and id(caller) not in seen:
                     work.append(caller)
             if self._threading_failed:
@@ -1049,6 +1115,7 @@ class _Analysis:
         self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
         self._cross_params: Dict[int, str] = {}
         self._threading_failed: Optional[str] = None
+        self._threading_failed_at: Optional[cst.CSTNode] = None
         self._unsafe: Optional[str] = None
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
@@ -1099,7 +1166,7 @@ class _Analysis:
             return
         self.plan_threading()
         if self._threading_failed:
-            node = self.init_func or self.module
+            node = self._threading_failed_at or self.init_func or self.module
             self.report(node, R.UNSUPPORTED, f"{self._threading_failed}: return the scaler from the function that "
                                              "creates it and pass it along (or create it where it is used), then "
                                              "rerun; this module's amp code is left as it is")
@@ -1158,6 +1225,8 @@ class ApexAmpToTorchAmp(Codemod):
         new = apply_plan(wrapper.module, a.plan)
         if a.needs_torch:
             new = ensure_imports(new, ["torch"])
+        if a.needs_forward_helper:
+            new = add_helper_function(new, FORWARD_HELPER, FORWARD_HELPER_CODE)
         return new
 
 

@@ -157,7 +157,9 @@ APEX_BRANCH = rule(
     fixes=True, severity=FIX,
     why="""
 Code that supports both apex and native AMP (`--amp apex|native`) keeps the native branch; the apex
-branch goes. Selecting apex now takes the remaining path, so prefer the native setting.""",
+branch goes. Where an `else` follows, selecting apex now takes it; where none does, the finding asks
+for review: nothing in that chain runs for the apex setting any more, so select (and default to) the
+native one.""",
     before="""
 if args.amp == "apex":
     with amp.scale_loss(loss, optimizer) as scaled_loss:

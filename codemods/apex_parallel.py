@@ -13,7 +13,7 @@ import libcst as cst
 
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
-from .importing import ensure_imports
+from .importing import add_helper_function, ensure_imports
 from .index import ModuleIndex, parent_mapping, positions_of
 from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr
 
@@ -493,7 +493,7 @@ class ApexParallelToTorchDDP(Codemod):
             return module
         new_module = apply_plan(module, plan)
         if add_helper:
-            new_module = _add_helper(new_module)
+            new_module = add_helper_function(new_module, HELPER_NAME, HELPER_CODE.format(name=HELPER_NAME))
         if need_torch:
             new_module = ensure_imports(new_module, ["torch"])
         return new_module
@@ -682,33 +682,3 @@ def _is_simple_device_expr(e: cst.BaseExpression) -> bool:
 
     e.visit(V())
     return ok
-
-
-def _add_helper(module: cst.Module) -> cst.Module:
-    """Insert the syncbn_process_group helper after the last top-level import (once)."""
-    for stmt in module.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == HELPER_NAME:
-            return module
-    helper = cst.parse_module(HELPER_CODE.format(name=HELPER_NAME)).body[0]
-    helper = helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-    body = list(module.body)
-    last_import = -1
-    for i, stmt in enumerate(body):
-        if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
-            last_import = i
-        elif isinstance(stmt, cst.Try) and _try_imports(stmt):
-            last_import = i
-        elif i > last_import + 3 and last_import >= 0:
-            break
-    at = last_import + 1
-    if at < len(body):
-        nxt = body[at]
-        lead = [ln for ln in nxt.leading_lines if ln.comment is not None]
-        body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()] + lead)
-    body.insert(at, helper)
-    return module.with_changes(body=body)
-
-
-def _try_imports(stmt: cst.Try) -> bool:
-    return all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
-               for s in stmt.body.body)

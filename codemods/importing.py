@@ -4,7 +4,7 @@ The placement is libcst's `AddImportsVisitor`'s for a plain `import NAME` (after
 `__strict__` flag and the leading block of one-import lines, with an empty line before the next
 statement), done directly on the module body: the visitor walks and rebuilds the whole module and
 importing `libcst.codemod` costs a quarter second per process. `tests/test_importing.py` holds the
-two to the same output.
+two to the same output, except that `import torch.nn` already binds `torch` here (no second import).
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from .names import dotted_name
 
 
 def module_binds_top_level(module: cst.Module, name: str) -> bool:
-    """Whether a top-level `import name` (no alias) exists."""
+    """Whether a top-level `import name` or `import name.sub` (no alias; both bind `name`) exists."""
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
-                        if alias.asname is None and dotted_name(alias.name) == name:
+                        dotted = dotted_name(alias.name) or ""
+                        if alias.asname is None and (dotted == name or dotted.startswith(name + ".")):
                             return True
     return False
 
@@ -62,3 +63,38 @@ def ensure_imports(module: cst.Module, names: Iterable[str]) -> cst.Module:
     config = module.config_for_parsing
     added = [cst.parse_statement(f"import {n}", config=config) for n in missing]
     return module.with_changes(body=(*body[:at], *added, *after))
+
+
+def add_helper_function(module: cst.Module, name: str, code: str) -> cst.Module:
+    """Insert the top-level function `code` (named `name`) after the module's imports, once.
+
+    Imports wrapped in `try:` count as imports; the statement that follows the helper keeps its
+    comments and gets the two blank lines PEP 8 asks for."""
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+            return module
+    helper = cst.parse_module(code).body[0]
+    helper = helper.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    body = list(module.body)
+    last_import = -1
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom))
+                                                             for s in stmt.body):
+            last_import = i
+        elif isinstance(stmt, cst.Try) and _imports_only(stmt):
+            last_import = i
+        elif i > last_import + 3 and last_import >= 0:
+            break
+    at = last_import + 1
+    if at < len(body):
+        nxt = body[at]
+        lead = [ln for ln in nxt.leading_lines if ln.comment is not None]
+        body[at] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()] + lead)
+    body.insert(at, helper)
+    return module.with_changes(body=body)
+
+
+def _imports_only(stmt: cst.Try) -> bool:
+    return all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Import, cst.ImportFrom))
+                                                              for x in s.body)
+               for s in stmt.body.body)

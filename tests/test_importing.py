@@ -55,3 +55,12 @@ def _sources():
 def test_same_placement_as_add_imports_visitor(name, source, names):
     module = cst.parse_module(source)
     assert ensure_imports(module, names).code == _libcst(module, names).code
+
+
+def test_import_of_a_submodule_already_binds_the_package():
+    source = ('import os\n\nos.environ["KMP_AFFINITY"] = "disabled"  # before anything else\n\n'
+              'import torch.nn.parallel\nimport torch.backends.cudnn as cudnn\n')
+    module = cst.parse_module(source)
+    assert ensure_imports(module, ["torch"]).code == source
+    aliased_only = cst.parse_module("import os\nimport torch.backends.cudnn as cudnn\n")
+    assert "import torch\n" in ensure_imports(aliased_only, ["torch"]).code
