@@ -8,8 +8,12 @@ Shell scripts, Makefiles, Dockerfiles and SLURM files are rewritten line by line
 - `--use_env` / `--use-env` is dropped wherever it occurs in such a file (torchrun always behaves so),
   including variables like `DISTRIBUTED_ARGS="--nproc_per_node 8 --use_env"`. Every other launcher flag
   (`--nproc_per_node`, `--nnodes`, `--node_rank`, `--master_addr`, `--master_port`) means the same to torchrun.
+- Commented-out code gets the same rewrite as live code: a `#` line holding a launch command, its
+  backslash continuation lines and a commented assignment (`#ARGS="... --use_env"`). Other comments
+  are prose and keep `--use_env`.
 - `python -m apex.parallel.multiproc` is reported (A2A223).
-Markdown files (README.md, docs) are never rewritten: each launch command gets a finding with its line.
+Markdown files (README.md, docs) are never rewritten: each launch command gets a finding with its line,
+which also says to drop `--use_env` when the command passes it.
 """
 from __future__ import annotations
 
@@ -21,9 +25,16 @@ from codemods.suppression import Suppressions
 
 _PLAIN = re.compile(r"(?<![\w/$.-])python(?:3(?:\.\d+)?)?\s+-m\s+torch\.distributed\.launch\b")
 _OTHER = re.compile(r"-m\s+torch\.distributed\.launch\b")
-_USE_ENV = re.compile(r"\s--use[_-]env\b(?:=\S+)?")
+# ` --use_env[=V]`, or `--use_env[=V] ` opening a quoted assignment (`ARGS="--use_env ..."`); V stops at quotes
+_USE_ENV = re.compile(r"\s--use[_-]env\b(?:=[^\s\"']+)?|(?<==[\"'])--use[_-]env\b(?:=[^\s\"']+)?[ \t]*")
 _MULTIPROC = re.compile(r"-m\s+apex\.parallel\.multiproc\b")
 _DOC = re.compile(r"torch\.distributed\.launch\b|apex\.parallel\.multiproc\b")
+_COMMENTED_ASSIGN = re.compile(r"#+\s*(?:export\s+)?[A-Za-z_]\w*=")
+
+
+def _continues(body: str) -> bool:
+    """Whether a line ends with a `\\` line continuation."""
+    return body.rstrip().endswith("\\")
 
 
 def rewrite_launch_text(text: str, select=lambda code: True) -> "tuple[str, List[Finding]]":
@@ -34,6 +45,7 @@ def rewrite_launch_text(text: str, select=lambda code: True) -> "tuple[str, List
     sup = Suppressions(text)
     has_launch = bool(_OTHER.search(text))
     out: List[str] = []
+    in_commented_launch = False  # the previous line was a commented launch ending in `\`
     for i, line in enumerate(text.splitlines(keepends=True), start=1):
         body = line.rstrip("\r\n")
         end = line[len(body):]
@@ -46,7 +58,7 @@ def rewrite_launch_text(text: str, select=lambda code: True) -> "tuple[str, List
             m = _PLAIN.search(new) or _OTHER.search(new)
             new = _PLAIN.sub("torchrun", new)
             new = _OTHER.sub("-m torch.distributed.run", new)
-            dropped = bool(_USE_ENV.search(new)) and not new.lstrip().startswith("#")
+            dropped = bool(_USE_ENV.search(new)) and _is_code(body, m is not None, in_commented_launch)
             if dropped:
                 new = _USE_ENV.sub("", new)
             if new != body:
@@ -57,8 +69,19 @@ def rewrite_launch_text(text: str, select=lambda code: True) -> "tuple[str, List
                 if m:
                     what += "; the script must read LOCAL_RANK (apex2amp rewrites --local_rank arguments)"
                 findings.append(Finding("A2A410", what, i, col, FIX, True, new_line=i))
+        is_comment = body.lstrip().startswith("#")
+        in_commented_launch = is_comment and _continues(body) and \
+            (in_commented_launch or bool(_OTHER.search(body)))
         out.append(new + end)
     return "".join(out), findings
+
+
+def _is_code(body: str, has_launch: bool, continues_launch: bool) -> bool:
+    """Whether a line is live or commented-out code (where `--use_env` is dropped), not a prose comment."""
+    stripped = body.lstrip()
+    if not stripped.startswith("#"):
+        return True
+    return has_launch or continues_launch or bool(_COMMENTED_ASSIGN.match(stripped))
 
 
 def report_doc_text(text: str, select=lambda code: True) -> List[Finding]:
@@ -66,15 +89,26 @@ def report_doc_text(text: str, select=lambda code: True) -> List[Finding]:
     findings: List[Finding] = []
     if not select("A2A411"):
         return findings
-    for i, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for i, line in enumerate(lines, start=1):
         m = _DOC.search(line)
         if m:
             target = "torchrun --nproc_per_node=..." if "torch.distributed" in m.group(0) else \
                 "torchrun --nproc_per_node=gpu"
+            if _USE_ENV.search(" ".join(_command_lines(lines, i - 1))):
+                target += " and drop --use_env (torchrun rejects it)"
             findings.append(Finding("A2A411", f"documentation shows `{m.group(0)}`: update the command to {target} "
                                     "(torchrun passes no --local_rank; the script reads LOCAL_RANK)",
                                     i, m.start() + 1, INFO, False))
     return findings
+
+
+def _command_lines(lines: List[str], start: int) -> List[str]:
+    """The line at index `start` and the `\\` continuation lines that follow it."""
+    out = [lines[start]]
+    while _continues(out[-1]) and start + len(out) < len(lines):
+        out.append(lines[start + len(out)])
+    return out
 
 
 def rewrite_launch_file(src, d, config, facts):

@@ -77,3 +77,77 @@ def test_cli_rewrites_shell_and_reports_readme(tmp_path):
         assert _read(tmp_path / real) == _read(after), real
     assert _read(tmp_path / "README.md") == readme
     assert "A2A411" in proc.stdout and "README.md:6:" in proc.stdout
+
+
+def test_commented_launch_gets_same_rewrite_as_live():
+    live = "python -m torch.distributed.launch --no_python --use_env --nproc_per_node 8 bash -c 'run.sh'\n"
+    text = live + "  #" + live + "# " + live.replace("--use_env", "--use-env=1")
+    new, findings = rewrite_launch_text(text)
+    want = "torchrun --no_python --nproc_per_node 8 bash -c 'run.sh'\n"
+    assert new == want + "  #" + want + "# " + want
+    assert [f.line for f in findings if "--use_env dropped" in f.message] == [1, 2, 3]
+    assert rewrite_launch_text(new)[0] == new
+
+
+def test_commented_launch_continuation_and_assignment_drop_use_env():
+    text = ("python -m torch.distributed.launch a.py\n"
+            "#python -m torch.distributed.launch \\\n"
+            "#    --use_env \\\n"
+            "#    b.py\n"
+            "#ARGS=\"--nproc_per_node 8 --use_env\"\n"
+            "# export ARGS=\"--use-env\"\n")
+    new, _ = rewrite_launch_text(text)
+    assert new == ("torchrun a.py\n"
+                   "#torchrun \\\n"
+                   "#    \\\n"
+                   "#    b.py\n"
+                   "#ARGS=\"--nproc_per_node 8\"\n"
+                   "# export ARGS=\"\"\n")
+
+
+def test_use_env_in_quoted_assignment_keeps_quotes():
+    text = ("python -m torch.distributed.launch a.py\n"
+            "ARGS=\"--nproc_per_node 8 --use_env=True\"\n"
+            "B=\"--use_env --nnodes 2\"\n"
+            "#C='--use-env'\n"
+            "p.add_argument(\"--use_env\", action='store_true')\n")
+    new, _ = rewrite_launch_text(text)
+    assert new == ("torchrun a.py\n"
+                   "ARGS=\"--nproc_per_node 8\"\n"
+                   "B=\"--nnodes 2\"\n"
+                   "#C=''\n"
+                   "p.add_argument(\"--use_env\", action='store_true')\n")
+
+
+def test_prose_comment_keeps_use_env():
+    text = ("# the old launcher needed --use_env to set LOCAL_RANK\n"
+            "#python -m torch.distributed.launch a.py\n"
+            "# see --use_env above\n"
+            "python -m torch.distributed.launch --use_env a.py\n")
+    new, _ = rewrite_launch_text(text)
+    assert new == ("# the old launcher needed --use_env to set LOCAL_RANK\n"
+                   "#torchrun a.py\n"
+                   "# see --use_env above\n"
+                   "torchrun a.py\n")
+
+
+def test_makefile_and_dockerfile_comments_drop_use_env():
+    launch = "$(PYTHON) -m torch.distributed.launch --use_env t.py\n"
+    new, _ = rewrite_launch_text("train:\n\t# " + launch + "\t" + launch)
+    run = "$(PYTHON) -m torch.distributed.run t.py\n"
+    assert new == "train:\n\t# " + run + "\t" + run
+    launch = "RUN python3 -m torch.distributed.launch --use_env t.py\n"
+    new, _ = rewrite_launch_text("# " + launch + launch)
+    assert new == "# RUN torchrun t.py\nRUN torchrun t.py\n"
+
+
+def test_readme_finding_says_drop_use_env():
+    text = ("```bash\n"
+            "python -m torch.distributed.launch --nproc_per_node=8 \\\n"
+            "    --use_env train.py\n"
+            "python -m torch.distributed.launch --nproc_per_node=8 train.py\n"
+            "# python -m torch.distributed.launch --use_env train.py\n"
+            "```\n")
+    findings = report_doc_text(text)
+    assert [(f.line, "drop --use_env" in f.message) for f in findings] == [(2, True), (4, False), (5, True)]
+    assert all(not f.fixed for f in findings)
