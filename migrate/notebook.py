@@ -4,8 +4,10 @@ The code cells are joined into one text (with a marker line between cells) so na
 (`amp` imported in cell 1, used in cell 3) resolve; IPython magics (`%x`, `!cmd`, `x = !cmd`,
 `obj?`) are masked as `pass` lines before parsing and restored after, and cells that start with a cell
 magic (`%%bash`) are left alone. If the joined rewrite moves a cell marker, or some cell does not
-parse, each cell is rewritten on its own instead. Outputs, metadata, key order, indentation and the
-trailing newline of the JSON file are kept; findings carry the cell index and the line in the cell.
+parse, each cell is rewritten on its own instead. A cell whose code does not change keeps its exact
+source, and a changed cell keeps its trailing blank lines; the file is rewritten only when some cell's
+code changed. Outputs, metadata, key order, indentation and the trailing newline of the JSON file are
+kept; findings carry the cell index and the line in the cell.
 """
 from __future__ import annotations
 
@@ -59,9 +61,10 @@ def _cell_text(cell: Dict[str, Any]) -> str:
 
 
 def _set_cell_text(cell: Dict[str, Any], text: str) -> None:
+    """Store `text` as the cell's source: a list of lines (each keeping its "\n") or one string."""
     if isinstance(cell.get("source"), list):
-        lines = text.splitlines(keepends=True)
-        cell["source"] = lines
+        lines = text.split("\n")  # only "\n" ends a line: a "\f" or "\r" inside a line stays in it
+        cell["source"] = [ln + "\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     else:
         cell["source"] = text
 
@@ -109,6 +112,8 @@ def _rewrite_joined(nb, cells: List[int], rewrite) -> Optional[Tuple[Dict[int, s
     res = rewrite(joined)
     if res.error is not None:
         return None
+    if res.new_text == joined:
+        return {}, _findings_in_cells(res.findings, joined), res  # no code changed: no cell is touched
     new_cells: Dict[int, List[str]] = {}
     current = None
     for ln in res.new_text.split("\n"):
@@ -124,34 +129,33 @@ def _rewrite_joined(nb, cells: List[int], rewrite) -> Optional[Tuple[Dict[int, s
         new_cells[current].append(ln)
     if sorted(new_cells) != sorted(cells):
         return None
-    # map each original joined line to (cell, line in cell)
+    out: Dict[int, str] = {}
+    for i, lines in new_cells.items():
+        out[i] = unmask_magics("\n".join(lines), store)
+    return out, _findings_in_cells(res.findings, joined), res
+
+
+def _findings_in_cells(findings: List[Finding], joined: str) -> List[Finding]:
+    """`findings` on the joined text, moved to (cell index, line in the cell)."""
     line_to_cell: Dict[int, Tuple[int, int]] = {}
-    ln_no = 0
-    current = None
-    for ln in joined.split("\n"):
-        ln_no += 1
+    current, offset = None, 0
+    for ln_no, ln in enumerate(joined.split("\n"), start=1):
         m = _MARKER_RX.match(ln)
         if m:
             current, offset = int(m.group(1)), ln_no
             continue
         if current is not None:
             line_to_cell[ln_no] = (current, ln_no - offset)
-    out: Dict[int, str] = {}
-    for i, lines in new_cells.items():
-        out[i] = unmask_magics("\n".join(lines), store)
-    findings = []
-    for f in res.findings:
+    for f in findings:
         cell, inner = line_to_cell.get(f.line, (None, f.line))
         f.cell, f.line, f.new_line = cell, inner, 0
-        findings.append(f)
-    return out, findings, res
+    return list(findings)
 
 
 def _restore_ending(original: str, new: str) -> str:
-    new = new.rstrip("\n")
-    if original.endswith("\n"):
-        new += "\n"
-    return new
+    """`new` with the original cell's trailing newlines (all of them: blank last lines are kept)."""
+    stripped = original.rstrip("\n")
+    return new.rstrip("\n") + original[len(stripped):]
 
 
 def rewrite_notebook(src, d, config, facts):
@@ -190,7 +194,7 @@ def rewrite_notebook(src, d, config, facts):
             res = rewrite(mask_magics(original, store))
             if res.error is not None:
                 continue  # a cell that is not Python (or not parseable) is left alone
-            new_texts[i] = unmask_magics(res.new_text, store)
+            new_texts[i] = _restore_ending(original, unmask_magics(res.new_text, store))
             for f in res.findings:
                 f.cell, f.new_line = i, 0
                 findings.append(f)
