@@ -1134,7 +1134,14 @@ class _Analysis:
         self.drop_apex_branches()
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
-        if len(inits) > 1:
+        kept = self._imported_unmigrated_amp() if inits else None
+        if kept:
+            for s in inits:
+                self.report(s.call, R.UNSUPPORTED, f"`{kept}` keeps apex amp code this run could not migrate (see "
+                                                   "its findings) and relies on the state `amp.initialize` sets up: "
+                                                   "migrate the two together by hand, then rerun")
+            self.abort = True
+        if len(inits) > 1 and not self.abort:
             for s in inits:
                 self.report(s.call, R.UNSUPPORTED, "several `amp.initialize` calls in one module: migrate by hand")
             self.abort = True
@@ -1177,6 +1184,18 @@ class _Analysis:
         for call in cross:
             self.report(call, R.THREADED, "this call now needs `scaler=...`: pass the GradScaler of this run")
 
+    def _imported_unmigrated_amp(self) -> Optional[str]:
+        """A module this one imports whose amp code pass 1 left unmigrated (matched by its last name
+        component, so an import spelled from another root still counts)."""
+        kept = [m for m in self.ctx.facts.unmigrated_amp if m != self.ctx.module_name]
+        if not kept:
+            return None
+        imported = {part for qs in self.table.bindings.values() for q in qs for part in q.split(".")}
+        for m in kept:
+            if m.rpartition(".")[2] in imported:
+                return m
+        return None
+
     def _held_back(self) -> Optional[cst.CSTNode]:
         """A reason to leave the whole module alone: the coordinated rewrite cannot be done in part."""
         ctx = self.ctx
@@ -1198,6 +1217,8 @@ class _Analysis:
 
     def _abort_all(self) -> None:
         self.plan = EditPlan()
+        if self.ctx.module_name and self.ctx.module_name not in self.ctx.exported.unmigrated_amp:
+            self.ctx.exported.unmigrated_amp.append(self.ctx.module_name)
         # nothing is rewritten after all: drop the "fixed" findings planned so far
         self.ctx._stage_findings = [f for f in self.ctx._stage_findings if not f.fixed]
         for s in self.sites:

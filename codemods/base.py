@@ -89,11 +89,14 @@ class RepoFacts:
     """What pass 1 learned about the whole run, shared with every file in pass 2.
 
     `scaler_functions` maps a module's dotted name to the functions that receive a `scaler`
-    parameter in this run, so call sites in other modules pass it along.
+    parameter in this run, so call sites in other modules pass it along. `unmigrated_amp` lists the
+    modules whose apex amp code stays as it is (a finding held it back): the `amp.initialize` that
+    sets up their state must stay too.
     """
 
     scaler_functions: Dict[str, List[str]] = field(default_factory=dict)
     scaler_params: Dict[str, str] = field(default_factory=dict)  # module -> name of the added parameter
+    unmigrated_amp: List[str] = field(default_factory=list)
     spawn_entries: Dict[str, Any] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
 
@@ -102,6 +105,7 @@ class RepoFacts:
             known = self.scaler_functions.setdefault(mod, [])
             known.extend(f for f in funcs if f not in known)
         self.scaler_params.update(other.scaler_params)
+        self.unmigrated_amp.extend(m for m in other.unmigrated_amp if m not in self.unmigrated_amp)
         self.spawn_entries.update(other.spawn_entries)
         for key, value in other.extra.items():
             self.extra.setdefault(key, value)

@@ -309,6 +309,9 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
             module_name.startswith(module + ".")
         if named and any(f.encode() in data for f in funcs):
             return True
+    if b"initialize" in data and any(m != module_name and m.rpartition(".")[2].encode() in data
+                                     for m in facts.unmigrated_amp):
+        return True  # an `amp.initialize` that another module's unmigrated amp code relies on
     return any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
 
 
@@ -340,4 +343,4 @@ def publishes_facts(cm: Codemod) -> bool:
 
 def has_fact_names(facts: Optional[RepoFacts]) -> bool:
     """Whether pass 1 published names that make other files' call sites need pass 2."""
-    return bool(fact_names(facts))
+    return bool(fact_names(facts)) or bool(facts and facts.unmigrated_amp)

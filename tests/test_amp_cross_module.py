@@ -133,3 +133,60 @@ def test_same_module_name_in_two_script_folders(tmp_path):
     assert _rewrite(tmp_path).returncode == 1
     assert 'save("x.pt", model, scaler=scaler)' in (tmp_path / "scripts" / "train.py").read_text()
     assert 'save("y.pt", model)\n' in (tmp_path / "tools" / "export.py").read_text()
+
+
+def test_initialize_stays_when_an_imported_module_keeps_its_amp_code(tmp_path):
+    # the wrapper's amp code is held back (here by a suppression; on real code by a finding such as
+    # a clip outside the step's window): the amp.initialize whose state it reads must stay as well
+    _write(tmp_path, "optim_wrapper.py", '''
+        import torch
+        from apex import amp
+
+
+        class AmpOptimizer:
+            def __init__(self, optimizer):
+                self.optimizer = optimizer
+
+            def step(self, loss):
+                with amp.scale_loss(loss, self.optimizer) as scaled_loss:  # apex2amp: ignore
+                    scaled_loss.backward()
+                self.optimizer.step()
+    ''')
+    main = '''
+        import torch
+        from apex import amp
+        from optim_wrapper import AmpOptimizer
+
+
+        def setup(model, optimizer):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
+            return model, AmpOptimizer(optimizer)
+    '''
+    _write(tmp_path, "main.py", main)
+    res = _rewrite(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert (tmp_path / "main.py").read_text() == textwrap.dedent(main).lstrip()
+    assert "main.py:7:" in res.stdout and "A2A117 `optim_wrapper` keeps apex amp code" in res.stdout
+    assert "amp.scale_loss" in (tmp_path / "optim_wrapper.py").read_text()
+
+
+def test_initialize_is_migrated_when_the_kept_module_is_not_imported(tmp_path):
+    _write(tmp_path, "other.py", '''
+        from apex import amp
+
+
+        def backward(loss, optimizer):
+            with amp.scale_loss(loss, optimizer) as scaled_loss:  # apex2amp: ignore
+                scaled_loss.backward()
+    ''')
+    _write(tmp_path, "main.py", '''
+        import torch
+        from apex import amp
+
+
+        def setup(model, optimizer):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            return model, optimizer
+    ''')
+    _rewrite(tmp_path)
+    assert "torch.amp.GradScaler" in (tmp_path / "main.py").read_text()
