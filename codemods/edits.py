@@ -4,6 +4,10 @@ Codemods first analyse the original tree (with metadata) and record what to chan
 `apply_plan` then rewrites the tree once. Blocks a removal empties are cleaned up: an emptied `if`
 without `else` goes, an emptied `else` goes, an emptied `try` goes with its handlers, and any other
 emptied block gets `pass`.
+
+Comments outlive the statements they sit above: those of a removed statement move to the next
+statement of its block, or to the block's footer when none follows, or, when the block itself goes,
+on to the statement after it.
 """
 from __future__ import annotations
 
@@ -69,6 +73,62 @@ def contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
 
 _PASS_MARK = "__apex2amp_pass__"
 
+Lines = List[cst.EmptyLine]
+
+
+def comment_lines(lines: Sequence[cst.EmptyLine]) -> Lines:
+    """`lines` up to their last comment: what a removed statement leaves behind (nothing without a comment)."""
+    last = max((i for i, line in enumerate(lines) if line.comment is not None), default=-1)
+    return list(lines[:last + 1])
+
+
+def with_comments_before(stmt: cst.CSTNode, comments: Sequence[cst.EmptyLine]) -> cst.CSTNode:
+    """`stmt` (a statement or an `else:`) with `comments` in front of its leading lines."""
+    if not comments or not isinstance(stmt, (cst.BaseStatement, cst.Else)):
+        return stmt
+    return stmt.with_changes(leading_lines=[*comments, *stmt.leading_lines])
+
+
+def rehome_comments(original_body: Sequence[cst.CSTNode], updated_body: Sequence[cst.CSTNode],
+                    produced: Dict[int, int], carried: Dict[int, Lines]) -> Tuple[List[cst.CSTNode], Lines]:
+    """`updated_body` with the comments carried out of each removed statement of `original_body` put on
+    the statement that follows it; comments that no statement follows come back as the second item.
+
+    `produced` counts the statements each original one became (1 when absent).
+    """
+    body = list(updated_body)
+    if not any(id(s) in carried for s in original_body):
+        return body, []
+    pending: Lines = []
+    pos = 0
+    for s in original_body:
+        n = produced.get(id(s), 1)
+        pending.extend(carried.get(id(s), ()))
+        if n and pending and pos < len(body):
+            body[pos] = with_comments_before(body[pos], pending)
+            pending = []
+        pos += n
+    if pos != len(updated_body):  # counts out of step: keep the comments, at the block's end
+        return list(updated_body), [c for s in original_body for c in carried.get(id(s), ())]
+    return body, pending
+
+
+def close_block(block: Union[cst.IndentedBlock, cst.Module], body: Sequence[cst.CSTNode], leftover: Lines,
+                ) -> Union[cst.IndentedBlock, cst.Module]:
+    """`block` with `body`; comments no statement follows go to its footer (to a `pass` in an empty block)."""
+    if isinstance(block, cst.IndentedBlock) and not body:
+        return block.with_changes(body=[_pass_stmt().with_changes(leading_lines=leftover)])
+    if leftover:
+        return block.with_changes(body=body, footer=[*leftover, *block.footer])
+    return block.with_changes(body=body)
+
+
+def emptied_comments(block: cst.BaseSuite) -> Lines:
+    """Comments that removals carried onto the `pass` of a block they emptied."""
+    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+        return comment_lines(block.body[0].leading_lines)
+    return []
+
 
 def _pass_stmt() -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine(body=[cst.Pass()])
@@ -83,6 +143,7 @@ class _Apply(cst.CSTTransformer):
         # blocks our removals emptied, by id, holding the block itself: a bare id of a temporary node
         # can be reused by another node once the first is freed, and would mark an unrelated block
         self.emptied: Dict[int, cst.CSTNode] = {}
+        self.carried: Dict[int, Lines] = {}  # id(original stmt) -> comments of a statement that went
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # subtrees without any planned edit are kept as they are, unvisited
@@ -106,28 +167,37 @@ class _Apply(cst.CSTTransformer):
         if original_node in plan.replace_node:
             node = carry_nested_edits(original_node, updated_node, plan.replace_node[original_node])
         is_stmt = isinstance(original_node, (cst.BaseStatement, cst.BaseSmallStatement))
+        inner: Lines = []
         if is_stmt and isinstance(original_node, cst.BaseStatement):
-            node = self._clean_compound(node)
+            node, inner = self._clean_compound(original_node, node)
         if not is_stmt:
             return node
         stmts: List[cst.CSTNode]
+        lead = getattr(original_node, "leading_lines", ())
+        carried: Lines = []
         if original_node in plan.replace_stmt:
             stmts = [carry_nested_edits(original_node, updated_node, s) for s in plan.replace_stmt[original_node]]
             if stmts and isinstance(original_node, cst.BaseStatement) and isinstance(stmts[0], cst.BaseStatement):
-                lead = getattr(original_node, "leading_lines", ())
-                if lead and not getattr(stmts[0], "leading_lines", ()):
+                if lead and not stmts[0].leading_lines:
                     stmts[0] = stmts[0].with_changes(leading_lines=lead)
+                elif not _mentions_comments(stmts[0].leading_lines, lead):
+                    carried = comment_lines(lead)
         elif node is None:
             stmts = []
         else:
             stmts = [node]
+        if not stmts and isinstance(original_node, cst.BaseStatement):
+            carried = comment_lines(lead) + inner
         before = list(plan.before.get(original_node, []))
         after = list(plan.after.get(original_node, []))
         if before and stmts and getattr(stmts[0], "leading_lines", None):
-            lead = stmts[0].leading_lines
-            before[0] = before[0].with_changes(leading_lines=lead)
+            before[0] = before[0].with_changes(leading_lines=stmts[0].leading_lines)
             stmts[0] = stmts[0].with_changes(leading_lines=[])
         out = before + stmts + after
+        if carried and out:
+            out[0] = with_comments_before(out[0], carried)
+        elif carried:
+            self.carried[id(original_node)] = carried
         self.produced[id(original_node)] = len(out)
         if len(out) == 1 and out[0] is updated_node:
             return updated_node
@@ -173,12 +243,12 @@ class _Apply(cst.CSTTransformer):
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
                             ) -> cst.IndentedBlock:
-        body = self._regroup(original_node.body, updated_node.body)
+        body, leftover = rehome_comments(original_node.body, updated_node.body, self.produced, self.carried)
+        body = self._regroup(original_node.body, body)
+        new = close_block(updated_node, body, leftover)
         if not body:
-            new = updated_node.with_changes(body=[_pass_stmt()])
             self.emptied[id(new)] = new
-            return new
-        return updated_node.with_changes(body=body)
+        return new
 
     def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
                                    updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
@@ -192,44 +262,57 @@ class _Apply(cst.CSTTransformer):
                                   updated_node: cst.SimpleStatementLine
                                   ) -> Union[cst.BaseStatement, cst.RemovalSentinel]:
         if not updated_node.body and original_node not in self.plan.replace_stmt:
-            self.produced[id(original_node)] = 0 + len(self.plan.before.get(original_node, [])) + len(
-                self.plan.after.get(original_node, []))
-            if self.produced[id(original_node)]:
-                return cst.FlattenSentinel(list(self.plan.before.get(original_node, []))
-                                           + list(self.plan.after.get(original_node, [])))
+            out = list(self.plan.before.get(original_node, [])) + list(self.plan.after.get(original_node, []))
+            self.produced[id(original_node)] = len(out)
+            comments = comment_lines(original_node.leading_lines)
+            if out:
+                return cst.FlattenSentinel([with_comments_before(out[0], comments), *out[1:]])
+            if comments:
+                self.carried[id(original_node)] = comments
             return cst.RemovalSentinel.REMOVE
         return updated_node
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        return updated_node.with_changes(body=self._regroup(original_node.body, updated_node.body))
+        body, leftover = rehome_comments(original_node.body, updated_node.body, self.produced, self.carried)
+        return close_block(updated_node, self._regroup(original_node.body, body), leftover)
 
     def _was_emptied(self, block: cst.CSTNode) -> bool:
         return self.emptied.get(id(block)) is block
 
-    def _clean_compound(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """Drop compound statements that our removals emptied."""
+    def _clean_compound(self, original: cst.CSTNode, node: Optional[cst.CSTNode]
+                        ) -> Tuple[Optional[cst.CSTNode], Lines]:
+        """Drop compound statements that our removals emptied.
+
+        Also returns the comments removals had carried into a dropped statement's blocks; comments of an
+        emptied branch that goes while its statement stays move to what stays.
+        """
         if isinstance(node, cst.If):
             body_empty = self._was_emptied(node.body)
             orelse = node.orelse
-            if orelse is not None:
-                ob = orelse.body
-                if isinstance(orelse, cst.Else) and self._was_emptied(ob):
-                    node = node.with_changes(orelse=None)
-                    orelse = None
+            else_comments: Lines = []
+            if isinstance(original, cst.If) and isinstance(original.orelse, cst.If) and orelse is None:
+                else_comments = self.carried.pop(id(original.orelse), [])
+            if isinstance(orelse, cst.Else) and self._was_emptied(orelse.body):
+                else_comments = comment_lines(orelse.leading_lines) + emptied_comments(orelse.body)
+                node = node.with_changes(orelse=None)
+                orelse = None
             if body_empty and orelse is None:
-                return None
+                return None, emptied_comments(node.body) + else_comments
             if body_empty and isinstance(orelse, cst.Else):
-                test = node.test
-                neg = cst.UnaryOperation(cst.Not(), _paren_if_needed(test))
-                return node.with_changes(test=neg, body=orelse.body, orelse=None)
-            return node
-        if isinstance(node, cst.Try):
-            if self._was_emptied(node.body):
-                return None
-            return node
-        if isinstance(node, (cst.With, cst.For, cst.While)) and self._was_emptied(node.body):
-            return node
-        return node
+                neg = cst.UnaryOperation(cst.Not(), _paren_if_needed(node.test))
+                body = orelse.body
+                moved = emptied_comments(node.body) + comment_lines(orelse.leading_lines)
+                if moved and isinstance(body, cst.IndentedBlock):
+                    body = body.with_changes(body=[with_comments_before(body.body[0], moved), *body.body[1:]])
+                return node.with_changes(test=neg, body=body, orelse=None), []
+            if else_comments and isinstance(node.body, cst.IndentedBlock):
+                node = node.with_changes(body=node.body.with_changes(footer=[*node.body.footer, *else_comments]))
+            return node, []
+        if isinstance(node, cst.Try) and self._was_emptied(node.body):
+            blocks = [node.body, *(h.body for h in node.handlers),
+                      *(b.body for b in (node.orelse, node.finalbody) if b is not None)]
+            return None, [c for b in blocks if self._was_emptied(b) for c in emptied_comments(b)]
+        return node, []
 
 
 def carry_nested_edits(original: cst.CSTNode, updated: cst.CSTNode, replacement: cst.CSTNode) -> cst.CSTNode:
@@ -275,6 +358,12 @@ class _Substitute(cst.CSTTransformer):
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
         hit = self._hit(original_node)
         return hit if hit is not None else updated_node
+
+
+def _mentions_comments(lines: Sequence[cst.EmptyLine], of: Sequence[cst.EmptyLine]) -> bool:
+    """Whether `lines` already hold a comment of `of` (a replacement that kept the original's lines)."""
+    mine = {line.comment.value for line in lines if line.comment is not None}
+    return any(line.comment is not None and line.comment.value in mine for line in of)
 
 
 def _paren_if_needed(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -7,7 +7,7 @@ has_apex` -> `fp16`).
 """
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
@@ -21,8 +21,13 @@ def apex_locals(table: ImportTable) -> Set[str]:
 
 def apex_flags(module: cst.Module, table: ImportTable) -> Set[str]:
     """Names set to True beside an apex import in a `try` body (and usually False in its handler)."""
+    return set(apex_flag_tries(module, table))
+
+
+def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cst.Try]]:
+    """Each apex flag with the `try` statements that set it True beside an apex import."""
     from .index import ModuleIndex
-    flags: Set[str] = set()
+    flags: Dict[str, List[cst.Try]] = {}
     for node in ModuleIndex.of(module).tries:
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
         imports_apex = False
@@ -42,8 +47,11 @@ def apex_flags(module: cst.Module, table: ImportTable) -> Set[str]:
                             if d and "." not in d:
                                 candidates.add(d)
         if imports_apex:
-            flags.update(candidates)
-    return flags - apex_locals(table)
+            for flag in candidates:
+                flags.setdefault(flag, []).append(node)
+    for name in apex_locals(table):
+        flags.pop(name, None)
+    return flags
 
 
 def _const(node: cst.BaseExpression) -> Optional[bool]:
@@ -79,30 +87,41 @@ class FoldApexGuards(cst.CSTTransformer):
                     return cst.Name("False")
         return updated
 
+    def constant(self, node: cst.BaseExpression) -> Optional[bool]:
+        """The truth value `node` stands for, if it is a constant this fold may simplify."""
+        return _const(node)
+
+    def make_constant(self, value: bool) -> cst.Name:
+        return cst.Name("True" if value else "False")
+
+    def keep(self, e: cst.BaseExpression, outer: cst.BaseExpression) -> cst.BaseExpression:
+        """`e` in the place of `outer`, which it replaces."""
+        return _strip_parens(e, outer)
+
     def leave_UnaryOperation(self, original: cst.UnaryOperation, updated: cst.UnaryOperation) -> cst.BaseExpression:
         if isinstance(updated.operator, cst.Not):
-            c = _const(updated.expression)
+            c = self.constant(updated.expression)
             if c is not None:
-                return cst.Name("False" if c else "True")
+                return self.make_constant(not c)
         return updated
 
     def leave_BooleanOperation(self, original: cst.BooleanOperation, updated: cst.BooleanOperation
                                ) -> cst.BaseExpression:
-        left, right = _const(updated.left), _const(updated.right)
+        left, right = self.constant(updated.left), self.constant(updated.right)
         if isinstance(updated.operator, cst.And):
             if left is True:
-                return _strip_parens(updated.right, updated)
+                return self.keep(updated.right, updated)
             if right is True:
-                return _strip_parens(updated.left, updated)
+                return self.keep(updated.left, updated)
             if left is False or right is False:
-                return cst.Name("False")
+                return self.make_constant(False)
         else:
             if left is False:
-                return _strip_parens(updated.right, updated)
+                return self.keep(updated.right, updated)
             if right is False:
-                return _strip_parens(updated.left, updated)
+                return self.keep(updated.left, updated)
             if left is True or right is True:
-                return cst.Name("True")
+                return self.make_constant(True)
         return updated
 
 

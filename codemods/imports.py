@@ -2,22 +2,25 @@
 
 Runs after every rewriting codemod. An apex name that is no longer referenced loses its import; a
 `try/except ImportError` around it goes when emptied (with the `amp = None` / `has_apex = False`
-fallbacks); asserts and `if not has_apex: raise ...` checks that only guard apex go; flags in other
-conditions fold to True (`args.fp16 and has_apex` -> `args.fp16`). Names still used keep their
-import and get a finding.
+fallbacks); asserts and `if not has_apex: raise ...` checks that only guard apex go; every other read
+of a flag folds to True (`args.fp16 and has_apex` -> `args.fp16`, `return has_apex` -> `return True`).
+A flag that cannot fold everywhere (rebound, deleted, named in a string) keeps its definition. Names
+still used keep their import and get a finding.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
+from libcst.metadata import ScopeProvider
 
 from . import amp_rules as R
-from .base import Codemod, FileContext
-from .edits import EditPlan, apply_plan
+from .base import INFO, Codemod, FileContext
+from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
 from .index import ModuleIndex
-from .guards import FoldApexGuards, apex_flags, apex_locals, is_const
+from .guards import FoldApexGuards, apex_flag_tries, apex_locals
 from .names import ImportTable, dotted_name, import_bound_names, names_read
+from .walk import iter_nodes
 
 FP16_UTILS_EXPORTS = {
     "FP16_Optimizer", "FP16Model", "network_to_half", "tofp16", "BN_convert_float", "prep_param_lists",
@@ -65,10 +68,21 @@ class RemoveApexImports(Codemod):
         star = {m: nodes for m, nodes in table.star_modules.items() if m == "apex" or m.startswith("apex.")}
         if not locals_ and not star:
             return _unwrap_install_guards(module, ctx)
-        flags = apex_flags(module, table)
-        guard_names = locals_ | flags
+        flag_tries = apex_flag_tries(module, table)
+        flags = set(flag_tries)
+        kept_flags: Dict[str, Optional[cst.CSTNode]] = {}
+        while True:
+            homes = _homes(ModuleIndex.of(module), table, locals_, {f: flag_tries[f] for f in flags})
+            uses, guard_stmts, fallback_assigns, guard_comparisons = _apex_uses(module, homes, locals_)
+            flag_reads: List[cst.Name] = []
+            if not flags or any(uses.get(name) for name in locals_):
+                break  # flags go only with every apex import
+            flag_reads, stuck = _flag_reads(wrapper, flags, uses, fallback_assigns + guard_stmts)
+            if not stuck:
+                break
+            flags = flags - set(stuck)
+            kept_flags.update(stuck)
         plan = EditPlan()
-        uses, guard_stmts, fallback_assigns, guard_comparisons = _apex_uses(module, guard_names, locals_)
         # flags and `amp is None` checks inside other expressions fold to constants
         removable = {name for name in locals_ if not uses.get(name)}
         kept = locals_ - removable
@@ -105,6 +119,10 @@ class RemoveApexImports(Codemod):
             self._star_findings(star, uses, ctx, plan)
             return apply_plan(module, plan) if plan else module
         # every apex name is unused: remove imports, fallbacks, guards; fold flags elsewhere
+        for flag, node in sorted(kept_flags.items()):
+            ctx.report(node, R.APEX_IMPORT.code, f"apex flag `{flag}` kept: it is rebound, deleted or named in a "
+                                                 "string elsewhere; with no apex import left it starts True",
+                       severity=INFO)
         reported: Set[int] = set()
         for name in removable:
             for stmt in table.statements.get(name, []):
@@ -119,13 +137,17 @@ class RemoveApexImports(Codemod):
                 ctx.report(stmt, R.APEX_IMPORT.code, "unused apex import removed", fixed=True)
         for s in fallback_assigns + guard_stmts:
             plan.remove(s)
+        constants = [_constant(True, name) for name in flag_reads] + [_constant(
+            isinstance(c.comparisons[0].operator, cst.IsNot), c) for c in guard_comparisons]  # type: ignore
+        for node, constant in zip(flag_reads + guard_comparisons, constants):
+            plan.replace_node[node] = constant
         self._star_findings(star, uses, ctx, plan)
         new_module = apply_plan(module, plan) if plan else module
         if plan and ModuleIndex.of(new_module).code.startswith(("\n", "\r\n")) \
                 and not ModuleIndex.of(module).code.startswith(("\n", "\r\n")):
             new_module = _strip_leading_blank_lines(new_module)
-        if guard_comparisons or any(uses.get(f) for f in flags):
-            new_module = new_module.visit(_FoldStatements(FoldApexGuards(flags, locals_)))
+        if constants:
+            new_module = new_module.visit(_FoldStatements(constants))
         if not _install_guard_candidates(module):
             return new_module
         return _unwrap_install_guards(new_module, ctx, report=False)
@@ -144,14 +166,17 @@ class RemoveApexImports(Codemod):
                                                          "them, then remove the import")
 
 
-def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
+def _apex_uses(module: cst.Module, homes: Dict[str, Set[int]], locals_: Set[str]
                ) -> Tuple[Dict[str, List[cst.Name]], List[cst.CSTNode], List[cst.CSTNode], List[cst.CSTNode]]:
     """Where the module still reads names, outside imports and apex guards, in source order.
 
-    Returns (uses by name, guard statements, `amp = None`-style fallback assignments, `amp is
-    (not) None` comparisons); the last three and the imports are not searched for uses. Attribute
-    names, keyword names of arguments are not uses.
+    `homes` maps each guard name (apex local or flag) to the scopes that define it (see `_scope_id`).
+    Returns (uses by name, guard statements, `amp = None`-style fallback assignments in a scope
+    defining the name, `amp is (not) None` comparisons); the last three and the imports are not
+    searched for uses. Attribute names, keyword names of arguments are not uses.
     """
+    index = ModuleIndex.of(module)
+    guard_names = set(homes)
     uses: Dict[str, List[cst.Name]] = {}
     guard_stmts: List[cst.CSTNode] = []
     fallback_assigns: List[cst.CSTNode] = []
@@ -175,7 +200,8 @@ def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
             a = node.body[0]  # type: ignore[attr-defined]
             tnames = {dotted_name(t.target) for t in a.targets}
             if tnames <= guard_names and isinstance(a.value, cst.Name) and \
-                    a.value.value in ("None", "True", "False"):
+                    a.value.value in ("None", "True", "False") and \
+                    all(_scope_id(node, index) in homes[n] for n in tnames):  # type: ignore[index]
                 fallback_assigns.append(node)
                 return (node,)
         elif t is cst.Comparison:
@@ -189,8 +215,85 @@ def _apex_uses(module: cst.Module, guard_names: Set[str], locals_: Set[str]
                 return (node,)
         return ()
 
-    ModuleIndex.of(module).walk_pruned(visit)
+    index.walk_pruned(visit)
     return uses, guard_stmts, fallback_assigns, guard_comparisons
+
+
+def _scope_id(node: cst.CSTNode, index: ModuleIndex) -> int:
+    """id() of the function, lambda or class whose scope `node` is in (0: the module's)."""
+    for a in index.ancestors(node):
+        if isinstance(a, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return id(a)
+    return 0
+
+
+def _homes(index: ModuleIndex, table: ImportTable, locals_: Set[str], flag_tries: Dict[str, List[cst.Try]]
+           ) -> Dict[str, Set[int]]:
+    """Each apex local and flag with the scopes that define it: those of its imports, or of its `try`s."""
+    homes = {name: {_scope_id(stmt, index) for stmt in table.statements.get(name, [])} for name in locals_}
+    for flag, tries in flag_tries.items():
+        homes[flag] = {_scope_id(t, index) for t in tries}
+    return homes
+
+
+def _flag_reads(wrapper: cst.MetadataWrapper, flags: Set[str], uses: Dict[str, List[cst.Name]],
+                removed: Sequence[cst.CSTNode]) -> Tuple[List[cst.Name], Dict[str, Optional[cst.CSTNode]]]:
+    """The reads of `flags` that fold to True once `removed` (their definitions and guards) goes, and the
+    flags that must stay, each with the removed statement that defines it (to report at).
+
+    A flag must stay when a read cannot become `True` (`del flag`, a string annotation), when a scope
+    binds it by more than the removed statements (`global flag; flag = ...`, `flag += ...`), or when a
+    string names it (`__all__`, `globals()["flag"]`). Reads of another binding of the same name (a
+    parameter, a class attribute) are not the flag's.
+    """
+    index = ModuleIndex.of(wrapper.module)
+    named = set()
+    for s in index.strings:
+        try:
+            named.add(s.evaluated_value)
+        except Exception:  # pragma: no cover - a string libcst cannot evaluate names nothing
+            pass
+    stuck = flags & named
+    if not any(uses.get(flag) for flag in flags - stuck):
+        return [], _first_definitions(stuck, removed)
+    inside = {id(n) for stmt in removed for n in iter_nodes(stmt)}
+    scopes = {scope for scope in wrapper.resolve(ScopeProvider).values() if scope is not None}
+    reads: List[cst.Name] = []
+    for flag in sorted(flags - stuck):
+        ours = {a for scope in scopes for a in scope.assignments[flag] if id(a.node) in inside}
+        accesses = [a for scope in scopes for a in scope.accesses[flag]
+                    if id(a.node) not in inside and not ours.isdisjoint(a.referents)]
+        if any(a not in ours for own in ours for a in own.scope.assignments[flag]) or any(
+                not ours.issuperset(a.referents) or not isinstance(a.node, cst.Name) or _deleted(a.node, index)
+                for a in accesses):
+            stuck.add(flag)
+        else:
+            reads.extend(a.node for a in accesses)  # type: ignore[misc]
+    return reads, _first_definitions(stuck, removed)
+
+
+def _first_definitions(flags: Set[str], removed: Sequence[cst.CSTNode]) -> Dict[str, Optional[cst.CSTNode]]:
+    """Each flag with the first of the removed statements that assigns it (None when none does)."""
+    out: Dict[str, Optional[cst.CSTNode]] = dict.fromkeys(flags)
+    for stmt in removed:
+        for n in iter_nodes(stmt):
+            if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and \
+                    n.target.value in flags and out[n.target.value] is None:
+                out[n.target.value] = stmt
+    return out
+
+
+def _deleted(name: cst.Name, index: ModuleIndex) -> bool:
+    """Whether `name` is a target of `del` (alone or in a tuple or list)."""
+    node: Optional[cst.CSTNode] = index.parent(name)
+    while isinstance(node, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        node = index.parent(node)
+    return isinstance(node, cst.Del)
+
+
+def _constant(value: bool, replaced: cst.BaseExpression) -> cst.Name:
+    """`True`/`False` in the place of `replaced`, keeping its parentheses."""
+    return cst.Name("True" if value else "False", lpar=replaced.lpar, rpar=replaced.rpar)
 
 
 def _without_names(stmt: cst.CSTNode, names: Set[str]) -> Optional[cst.CSTNode]:
@@ -211,58 +314,112 @@ def _without_names(stmt: cst.CSTNode, names: Set[str]) -> Optional[cst.CSTNode]:
     return stmt.with_changes(names=keep)
 
 
-class _FoldStatements(cst.CSTTransformer):
-    """Fold apex flags in conditions; drop `if False:` branches and unwrap `if True:`."""
+class _FoldStatements(FoldApexGuards):
+    """Simplify around the constants that replaced apex flags and `amp is (not) None`: boolean
+    operators, `a if C else b`, and `if`/`elif`/`assert` statements whose test became constant.
 
-    def __init__(self, folder: FoldApexGuards):
-        super().__init__()
-        self.folder = folder
+    Only those constants fold: a `True`/`False` the user wrote stays as written.
+    """
+
+    def __init__(self, constants: Iterable[cst.Name]):
+        super().__init__(set(), set())
+        self.ours: Dict[int, cst.CSTNode] = {id(c): c for c in constants}
         self._elifs: Set[int] = set()  # ids of the If nodes that are another If's `elif`
+        self.produced: Dict[int, int] = {}  # id(original statement) -> how many statements it became
+        self.carried: Dict[int, Lines] = {}  # id(original statement) -> comments of a removed statement
 
+    def _own(self, node: cst.CSTNode) -> cst.CSTNode:
+        self.ours[id(node)] = node
+        return node
+
+    def constant(self, node: cst.BaseExpression) -> Optional[bool]:
+        if self.ours.get(id(node)) is node and isinstance(node, cst.Name):
+            return node.value == "True"
+        return None
+
+    def make_constant(self, value: bool) -> cst.Name:
+        return self._own(super().make_constant(value))  # type: ignore[return-value]
+
+    def keep(self, e: cst.BaseExpression, outer: cst.BaseExpression) -> cst.BaseExpression:
+        kept = super().keep(e, outer)
+        return self._own(kept) if self.constant(e) is not None else kept  # type: ignore[return-value]
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self._own(updated) if self.ours.get(id(original)) is original else updated  # type: ignore
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
+        value = self.constant(updated.test)
+        if value is None:
+            return updated
+        return self.keep(updated.body if value else updated.orelse, updated)
+
+    # -- statements ---------------------------------------------------------------------------
     def visit_If(self, node: cst.If) -> None:
         if isinstance(node.orelse, cst.If):
             self._elifs.add(id(node.orelse))
 
     def leave_If(self, original: cst.If, updated: cst.If):
-        test = updated.test.visit(self.folder)
+        dropped = self.carried.pop(id(original.orelse), []) if isinstance(original.orelse, cst.If) else []
+        if dropped and updated.orelse is None and isinstance(updated.body, cst.IndentedBlock):
+            # comments above a removed `elif` end the body before it
+            updated = updated.with_changes(body=updated.body.with_changes(footer=[*updated.body.footer, *dropped]))
+        test = updated.test
         if id(original) in self._elifs:
-            return self._fold_elif(updated, test)
-        if is_const(test, True):
-            body = updated.body
-            return cst.FlattenSentinel(list(body.body)) if isinstance(body, cst.IndentedBlock) else updated
-        if is_const(test, False):
+            return self._fold_elif(original, updated, test)
+        comments = comment_lines(updated.leading_lines)
+        if self.constant(test) is True:
+            if isinstance(updated.body, cst.IndentedBlock):
+                return self._flatten(original, updated.body.body, comments)
+            return updated
+        if self.constant(test) is False:
             if isinstance(updated.orelse, cst.Else) and isinstance(updated.orelse.body, cst.IndentedBlock):
-                return cst.FlattenSentinel(list(updated.orelse.body.body))
+                return self._flatten(original, updated.orelse.body.body,
+                                     comments + comment_lines(updated.orelse.leading_lines))
             if isinstance(updated.orelse, cst.If):
-                return updated.orelse
-            return cst.RemovalSentinel.REMOVE
-        return updated.with_changes(test=test)
+                return with_comments_before(updated.orelse, comments)
+            return self._remove(original, comments)
+        return updated
 
-    @staticmethod
-    def _fold_elif(updated: cst.If, test: cst.BaseExpression):
+    def _flatten(self, original: cst.CSTNode, body: Sequence[cst.BaseStatement], comments: Lines):
+        self.produced[id(original)] = len(body)
+        return cst.FlattenSentinel([with_comments_before(body[0], comments), *body[1:]])
+
+    def _remove(self, original: cst.CSTNode, comments: Lines) -> cst.RemovalSentinel:
+        self.produced[id(original)] = 0
+        if comments:
+            self.carried[id(original)] = comments
+        return cst.RemovalSentinel.REMOVE
+
+    def _fold_elif(self, original: cst.If, updated: cst.If, test: cst.BaseExpression):
         """An `elif` stands in its parent's `orelse`, which takes an If, an Else or nothing: a true
         test makes its body the `else:`, a false one hands the place to what follows it."""
-        if is_const(test, True):
+        if self.constant(test) is True:
             return cst.Else(body=updated.body, leading_lines=updated.leading_lines,
                             whitespace_before_colon=updated.whitespace_after_test)
-        if is_const(test, False):
-            return updated.orelse if updated.orelse is not None else cst.RemovalSentinel.REMOVE
-        return updated.with_changes(test=test)
+        if self.constant(test) is False:
+            comments = comment_lines(updated.leading_lines)
+            if updated.orelse is not None:
+                return with_comments_before(updated.orelse, comments)
+            return self._remove(original, comments)
+        return updated
 
     def leave_Assert(self, original: cst.Assert, updated: cst.Assert):
-        test = updated.test.visit(self.folder)
-        if is_const(test, True):
+        if self.constant(updated.test) is True:
             return cst.RemovalSentinel.REMOVE
-        return updated.with_changes(test=test)
+        return updated
 
-    def leave_While(self, original: cst.While, updated: cst.While):
-        return updated.with_changes(test=updated.test.visit(self.folder))
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        if original.body and not updated.body:
+            return self._remove(original, comment_lines(updated.leading_lines))
+        return updated
 
-    def leave_Arg(self, original: cst.Arg, updated: cst.Arg):
-        return updated.with_changes(value=updated.value.visit(self.folder))
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried)
+        return close_block(updated, body, leftover)  # type: ignore[return-value]
 
-    def leave_Assign(self, original: cst.Assign, updated: cst.Assign):
-        return updated.with_changes(value=updated.value.visit(self.folder))
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried)
+        return close_block(updated, body, leftover)  # type: ignore[return-value]
 
 
 def _mentions_apex(node: cst.CSTNode) -> bool:
