@@ -28,6 +28,7 @@ DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "ca
                        "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
 REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
 NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
+_NATIVE_NAMES = ("GradScaler", "autocast")
 # a call of one of these on a name that says scaler marks a branch as the native-AMP path
 _NATIVE_SCALER_METHODS = ("scale", "unscale_", "step", "update", "state_dict", "load_state_dict", "get_scale")
 _REGION_STOPPERS = (cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef, cst.Global,
@@ -241,14 +242,21 @@ class _Analysis:
 
     # -- native branches --------------------------------------------------------------------------
     def _has_native(self, node: cst.CSTNode) -> bool:
+        """Whether `node` uses native AMP: calls or names torch's autocast / GradScaler (also as a value,
+        `amp_autocast = torch.cuda.amp.autocast`), a `NativeScaler` (timm and its forks), or a scaler's
+        methods."""
         table = self.table
         for n in iter_nodes(node):
-            if type(n) is not cst.Call:
-                continue
-            for q in table.qualified_names(n.func):  # type: ignore[attr-defined]
-                if q.startswith(NATIVE_AMP) or q.endswith(("GradScaler", "autocast")):
+            t = type(n)
+            if t is cst.Attribute or t is cst.Name:
+                if any(q.startswith(NATIVE_AMP) or q.endswith(_NATIVE_NAMES) for q in table.qualified_names(n)):
                     return True
+                continue
+            if t is not cst.Call:
+                continue
             f = n.func  # type: ignore[attr-defined]
+            if (dotted_name(f) or "").rpartition(".")[2].startswith("NativeScaler"):
+                return True
             if isinstance(f, cst.Attribute) and f.attr.value in _NATIVE_SCALER_METHODS and \
                     "scaler" in (dotted_name(f.value) or "").lower():
                 return True
