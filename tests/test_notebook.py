@@ -81,7 +81,7 @@ def test_notebook_with_trailing_blank_lines_and_nothing_to_do_is_byte_identical(
 
 @pytest.mark.parametrize("broken_cell", [False, True], ids=["joined", "per-cell"])
 def test_notebook_changed_cell_keeps_trailing_blank_line_and_others_are_kept(tmp_path, broken_cell):
-    # a cell that does not parse makes every cell be rewritten on its own (the fallback path)
+    # with a cell that does not parse, the other cells are joined and rewritten without it (the fallback path)
     cells = [_code_cell(["import torch\n", "from apex.normalization import FusedLayerNorm\n",
                          "model = FusedLayerNorm(16)\n", "\n"]),
              _code_cell(["print(model)\n", "\n", "\n"]),
@@ -95,3 +95,96 @@ def test_notebook_changed_cell_keeps_trailing_blank_line_and_others_are_kept(tmp
     expected = json.loads(json.dumps(cells))
     expected[0]["source"] = ["import torch\n", "model = torch.nn.LayerNorm(16)\n", "\n"]
     assert p.read_text(encoding="utf-8") == _write_notebook(tmp_path / "expected.ipynb", expected)
+
+
+def test_notebook_cell_that_does_not_parse_keeps_names_across_the_other_cells(tmp_path):
+    # the import (cell 0) and its use (cell 2) are rewritten together; the broken cell 1 is kept and reported
+    cells = [_code_cell(["from apex.normalization import FusedLayerNorm\n"]),
+             _code_cell(["def f(:\n", "    pass\n", "\n"]),
+             _code_cell(["model = FusedLayerNorm(16)\n", "print(model)"])]
+    p = tmp_path / "nb.ipynb"
+    _write_notebook(p, cells)
+    proc = _cli("rewrite", "--no-cache", str(p))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    expected = json.loads(json.dumps(cells))
+    expected[0]["source"] = ["import torch\n"]
+    expected[2]["source"] = ["model = torch.nn.LayerNorm(16)\n", "print(model)"]
+    assert p.read_text(encoding="utf-8") == _write_notebook(tmp_path / "expected.ipynb", expected)
+    assert "[cell 0] A2A110" in proc.stdout and "[cell 2] A2A310" in proc.stdout
+    broken = [ln for ln in proc.stdout.splitlines() if "[cell 1]" in ln]
+    assert len(broken) == 1 and "A2A118" in broken[0] and "does not parse" in broken[0], proc.stdout
+    assert "syntax error at line 1" in broken[0] and broken[0].startswith(f"{p}:1:")
+    # migrated: nothing left for the prefilter, so the broken cell is not parsed (like a .py file) again
+    again = _cli("rewrite", "--no-cache", str(p))
+    assert again.returncode == 0 and "0 changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_notebook_with_only_a_cell_that_does_not_parse_is_reported_and_kept(tmp_path):
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["Trains with apex amp.\n"]},
+             _code_cell(["from apex import amp\n", "model, opt = amp.initialize(model, opt)\n", "def f(:\n"])]
+    p = tmp_path / "nb.ipynb"
+    raw = _write_notebook(p, cells)
+    proc = _cli("rewrite", "--no-cache", str(p))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert p.read_text(encoding="utf-8") == raw
+    found = [ln for ln in proc.stdout.splitlines() if "A2A" in ln]
+    assert len(found) == 1 and "[cell 1] A2A118" in found[0] and "syntax error at line 3" in found[0], proc.stdout
+    assert "0 changed" in proc.stdout and "0 error(s)" in proc.stdout
+
+
+def test_notebook_is_kept_when_a_cell_that_does_not_parse_uses_a_removed_name(tmp_path):
+    # cell 1 only parses after cell 0; on their own, cell 0's import looks unused and would be removed
+    cells = [_code_cell(["from apex.normalization import FusedLayerNorm\n", "def g():\n", "    pass\n"]),
+             _code_cell(["    model = FusedLayerNorm(16)\n"]),
+             _code_cell(["def f(:\n"])]
+    p = tmp_path / "nb.ipynb"
+    raw = _write_notebook(p, cells)
+    proc = _cli("rewrite", "--no-cache", str(p))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert p.read_text(encoding="utf-8") == raw
+    assert "removes `FusedLayerNorm`, which cell 1 uses" in proc.stderr and "notebook left unchanged" in proc.stderr
+    assert "[cell 1] A2A118" in proc.stdout and "[cell 2] A2A118" in proc.stdout
+
+
+def _result(old, new, error=None):
+    from migrate.engine import Result
+    return Result(old, new, error=error)
+
+
+def test_notebook_fallback_rewrites_nothing_when_the_parsing_cells_fail_joined():
+    from migrate import notebook
+    nb = {"cells": [_code_cell("from apex import amp\n"), _code_cell("def f(:\n"), _code_cell("amp.x()\n")]}
+    seen = []
+
+    def rewrite(text):
+        seen.append(text)
+        return _result(text, text, error="syntax error at line 4, column 0: boom")
+
+    texts, findings, res, error = notebook._rewrite_parsable(nb, [0, 1, 2], rewrite, notebook._JoinFailed("x"))
+    assert texts == {} and res is None
+    assert error == "syntax error at cell 2, line 1, column 0: boom (in the joined code cells that parse); " \
+                    "notebook left unchanged"
+    assert [(f.code, f.cell) for f in findings] == [("A2A118", 1)]
+    assert "def f(:" not in seen[0] and "apex" not in seen[0].replace("from apex import amp", "")
+
+
+def test_notebook_fallback_rewrites_nothing_when_every_cell_parses():
+    from migrate import notebook
+    nb = {"cells": [_code_cell("x = 1\n"), _code_cell("y = 2\n")]}
+
+    def rewrite(text):
+        raise AssertionError("the same cells are not joined again")
+
+    texts, findings, res, error = notebook._rewrite_parsable(
+        nb, [0, 1], rewrite, notebook._JoinFailed("internal error: the rewrite moved a cell boundary"))
+    assert (texts, findings, res) == ({}, [], None)
+    assert error == "internal error: the rewrite moved a cell boundary (in the joined code cells); " \
+                    "notebook left unchanged"
+
+
+def test_notebook_placeholders_do_not_contain_apex():
+    from migrate import notebook
+    store = []
+    masked = notebook.mask_magics("%time x = 1\n!ls", store)
+    assert "apex" not in notebook.MARKER.format(3) and "apex" not in masked
+    assert notebook.unmask_magics(masked, store) == "%time x = 1\n!ls"
