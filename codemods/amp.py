@@ -502,6 +502,7 @@ class _Analysis:
         if self.use_scaler:
             scaler_stmt = _stmt(f"{self.scaler_target()} = {self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})")
             self.needs_torch = True
+        self.scaler_anchor = stmt if outer is stmt or not conds else outer
         if outer is stmt or not conds:
             self.plan.replace_stmt[stmt] = new_stmts + ([scaler_stmt] if scaler_stmt else [])
         else:
@@ -741,7 +742,7 @@ class _Analysis:
                     steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
 
         self._replay(V())
-        steps = [s for s in steps if not self.in_dropped(s[0])]
+        steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])]
         self._steps = steps
         if not steps:
             if self.has_scale_loss:
@@ -773,6 +774,17 @@ class _Analysis:
             else:
                 for s in group:
                     self.plan.insert_after(s[1], [_stmt(f"{self.scaler_expr()}.update()")])
+
+    def _before_initialize(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef]) -> bool:
+        """Whether `stmt` comes before the scaler's creation in the function that calls `amp.initialize`:
+        a plain fp32 step (a reference run, say) that runs, at least the first time, with no scaler."""
+        anchor = getattr(self, "scaler_anchor", None)
+        if anchor is None or func is not self.init_func or self.scaler_global or self.scaler_is_attr:
+            return False
+        pos = self.ctx._positions
+        if pos is None or stmt not in pos or anchor not in pos:
+            return False
+        return pos[stmt].start.line < pos[anchor].start.line
 
     def _loop_of(self, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
         cur = self.parent(stmt)

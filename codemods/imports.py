@@ -176,7 +176,9 @@ def _apex_uses(module: cst.Module, homes: Dict[str, Set[int]], locals_: Set[str]
     searched for uses. Attribute names, keyword names of arguments are not uses.
     """
     index = ModuleIndex.of(module)
-    guard_names = set(homes)
+    # an ALL_CAPS name imported from apex (`HAS_UCC`) is a feature constant, not apex itself: a test of it
+    # checks that feature, not that apex is installed
+    guard_names = {n for n in homes if not (n in locals_ and n.isupper())}
     uses: Dict[str, List[cst.Name]] = {}
     guard_stmts: List[cst.CSTNode] = []
     fallback_assigns: List[cst.CSTNode] = []
