@@ -25,11 +25,15 @@ def apex_flags(module: cst.Module, table: ImportTable) -> Set[str]:
 
 
 def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cst.Try]]:
-    """Each apex flag with the `try` statements that set it True beside an apex import."""
+    """Each apex flag with the `try` statements that set it True beside an apex import (in the `try`
+    body, or in its `else:`, which runs when the import worked)."""
     from .index import ModuleIndex
     flags: Dict[str, List[cst.Try]] = {}
     for node in ModuleIndex.of(module).tries:
-        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
+        body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+        if node.orelse is not None and isinstance(node.orelse.body, cst.IndentedBlock):
+            body += [s for s in node.orelse.body.body if isinstance(s, cst.SimpleStatementLine)
+                     and all(isinstance(small, cst.Assign) for small in s.body)]
         imports_apex = False
         candidates: Set[str] = set()
         for s in body:
