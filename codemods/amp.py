@@ -114,6 +114,16 @@ def _bool_safe(e: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     return cst.Call(cst.Name("bool"), [cst.Arg(e.with_changes(lpar=[], rpar=[]))])
 
 
+def _probes_apex(node: cst.CSTNode) -> bool:
+    """`importlib.util.find_spec("apex")`, `pkgutil.find_loader("apex")` and the like."""
+    if type(node) is not cst.Call or not node.args:  # type: ignore[attr-defined]
+        return False
+    name = (dotted_name(node.func) or "").rpartition(".")[2]  # type: ignore[attr-defined]
+    first = node.args[0].value  # type: ignore[attr-defined]
+    return name in ("find_spec", "find_loader", "find_module") and isinstance(first, cst.SimpleString) \
+        and first.evaluated_value.split(".")[0] == "apex"
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
@@ -414,6 +424,10 @@ class _Analysis:
             self.scaler_is_attr = True
         # enabled condition
         conds, outer = self.gate_of(stmt)
+        probe = next((c for c in conds for n in iter_nodes(c) if _probes_apex(n)), None)
+        if probe is not None:
+            self.report(probe, R.LEFTOVER, f"`{_code(probe)}` still tests whether apex is installed: "
+                                           "without apex the migrated code under it never runs; drop that test")
         flags, locals_ = apex_flags(self.module, self.table), apex_locals(self.table)
         conds = [fold_condition(c, flags, locals_) for c in conds]
         conds = [c for c in conds if not is_const(c, True)]
