@@ -90,27 +90,50 @@ def with_comments_before(stmt: cst.CSTNode, comments: Sequence[cst.EmptyLine]) -
 
 
 def rehome_comments(original_body: Sequence[cst.CSTNode], updated_body: Sequence[cst.CSTNode],
-                    produced: Dict[int, int], carried: Dict[int, Lines]) -> Tuple[List[cst.CSTNode], Lines]:
+                    produced: Dict[int, int], carried: Dict[int, Lines], indented: bool = False
+                    ) -> Tuple[List[cst.CSTNode], Lines]:
     """`updated_body` with the comments carried out of each removed statement of `original_body` put on
     the statement that follows it; comments that no statement follows come back as the second item.
+    Empty lines above a removed run go to the statement after it when that one has none; in an
+    `indented` block, a statement that becomes the first one loses the empty lines above it.
 
     `produced` counts the statements each original one became (1 when absent).
     """
     body = list(updated_body)
-    if not any(id(s) in carried for s in original_body):
+    blank_leads = {id(s): list(s.leading_lines) for s in original_body
+                   if produced.get(id(s), 1) == 0 and id(s) not in carried and _blank_only(s)}
+    head_removed = indented and bool(original_body) and produced.get(id(original_body[0]), 1) == 0
+    if not blank_leads and not head_removed and not any(id(s) in carried for s in original_body):
         return body, []
+    if head_removed:
+        blank_leads.pop(id(original_body[0]), None)
     pending: Lines = []
+    blanks: Optional[Lines] = None  # the empty lines above the first removed statement of a run
     pos = 0
     for s in original_body:
         n = produced.get(id(s), 1)
         pending.extend(carried.get(id(s), ()))
-        if n and pending and pos < len(body):
-            body[pos] = with_comments_before(body[pos], pending)
-            pending = []
+        if blanks is None:
+            blanks = blank_leads.get(id(s))
+        if n and pos < len(body):
+            if pending:
+                body[pos] = with_comments_before(body[pos], pending)
+                pending = []
+            elif head_removed and pos == 0 and _blank_only(body[0]):
+                body[0] = body[0].with_changes(leading_lines=[])  # `try:` then an empty line reads oddly
+            elif blanks and isinstance(body[pos], cst.BaseStatement) and not body[pos].leading_lines:
+                # `import copy` / empty line / `import apex` / `import torch`: the empty line stays
+                body[pos] = body[pos].with_changes(leading_lines=blanks)
+            blanks = None
         pos += n
     if pos != len(updated_body):  # counts out of step: keep the comments, at the block's end
         return list(updated_body), [c for s in original_body for c in carried.get(id(s), ())]
     return body, pending
+
+
+def _blank_only(stmt: cst.CSTNode) -> bool:
+    lines = getattr(stmt, "leading_lines", ())
+    return bool(lines) and all(line.comment is None for line in lines)
 
 
 def close_block(block: Union[cst.IndentedBlock, cst.Module], body: Sequence[cst.CSTNode], leftover: Lines,
@@ -243,7 +266,8 @@ class _Apply(cst.CSTTransformer):
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
                             ) -> cst.IndentedBlock:
-        body, leftover = rehome_comments(original_node.body, updated_node.body, self.produced, self.carried)
+        body, leftover = rehome_comments(original_node.body, updated_node.body, self.produced, self.carried,
+                                         indented=True)
         body = self._regroup(original_node.body, body)
         new = close_block(updated_node, body, leftover)
         if not body:

@@ -416,7 +416,7 @@ class _FoldStatements(FoldApexGuards):
         return updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried)
+        body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried, indented=True)
         return close_block(updated, body, leftover)  # type: ignore[return-value]
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:

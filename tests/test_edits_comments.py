@@ -27,8 +27,10 @@ def test_comments_of_consecutive_removals_keep_their_order_and_blank_lines():
     assert _remove(src, (1,), (2,)) == "a = 1\n\n# one\n# two\nd = 4\n"
 
 
-def test_without_a_comment_the_blank_lines_go_as_before():
-    assert _remove("a = 1\n\nb = 2\nc = 3\n", (1,)) == "a = 1\nc = 3\n"
+def test_without_a_comment_the_empty_lines_go_to_a_next_statement_that_has_none():
+    assert _remove("a = 1\n\nb = 2\nc = 3\n", (1,)) == "a = 1\n\nc = 3\n"
+    assert _remove("a = 1\n\nb = 2\n\n\nc = 3\n", (1,)) == "a = 1\n\n\nc = 3\n"  # c keeps its own
+    assert _remove("a = 1\n\nb = 2\n\nc = 3\nd = 4\n", (1,), (2,)) == "a = 1\n\nd = 4\n"  # one run, once
 
 
 def test_comment_of_the_last_statement_stays_at_the_block_end():
@@ -84,3 +86,10 @@ def test_small_statements_removed_from_a_line_keep_its_comment():
     for small in line.body:
         plan.remove(small)
     assert apply_plan(module, plan).code == "a = 1\n# note\nb = 2\n"
+
+
+def test_a_statement_that_becomes_first_in_its_block_drops_its_empty_lines():
+    src = "try:\n    import apex\n\n    class A:\n        pass\nexcept ImportError:\n    pass\n"
+    assert _remove(src, (0, 0)) == "try:\n    class A:\n        pass\nexcept ImportError:\n    pass\n"
+    # at module level the empty lines of the new first statement stay as they were
+    assert _remove("import apex\n\nx = 1\n", (0,)) == "\nx = 1\n"
