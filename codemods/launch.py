@@ -325,7 +325,8 @@ class SpawnToTorchrun(Codemod):
                 continue
             target, value = stmt.targets[0].target, stmt.value
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply) and \
-                    nprocs_code in (norm_code(value.left), norm_code(value.right)) and len(stmt.targets) == 1:
+                    nprocs_code in (norm_code(value.left), norm_code(value.right)) and len(stmt.targets) == 1 and \
+                    _names_world_size(target, value.right if norm_code(value.left) == nprocs_code else value.left):
                 world_main.add(norm_code(target))
                 self.plan.replace_node[value] = _env("WORLD_SIZE")
                 ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
@@ -659,9 +660,29 @@ def _is_rank_arithmetic(value: cst.BaseExpression, local: str) -> bool:
         return False
     from .names import names_read
     for a, b in ((value.left, value.right), (value.right, value.left)):
-        if isinstance(a, cst.Name) and a.value == local and local not in names_read(b):
+        if isinstance(a, cst.Name) and a.value == local and local not in names_read(b) and not _has_effects(b):
             return True
     return False
+
+
+def _names_world_size(target: cst.BaseExpression, factor: cst.BaseExpression) -> bool:
+    """Whether `target = factor * nprocs` reads as a world size (`args.world_size = ngpus * args.world_size`,
+    `world = n_gpus * nnodes`) and not as a start rank (`start_rank = node_rank * ngpus`)."""
+    t, f = code_of(target).lower(), code_of(factor).lower()
+    if "rank" in t or "rank" in f:
+        return False
+    return "world" in t or "size" in t or "world" in f or "node" in f
+
+
+_PURE_CALLS = {"int", "len", "min", "max", "float", "str", "abs", "getattr", "get", "getenv"}
+
+
+def _has_effects(expr: cst.BaseExpression) -> bool:
+    """Whether `expr` calls something that may do more than compute a value (`kwargs.pop("start_rank", 0)`):
+    replacing it would drop that effect."""
+    from .walk import iter_nodes
+    return any(type(n) is cst.Call and (dotted_name(n.func) or "").rpartition(".")[2] not in _PURE_CALLS  # type: ignore[attr-defined]
+               for n in iter_nodes(expr))
 
 
 def _translate(code: str, mapping: Dict[str, str]) -> str:
