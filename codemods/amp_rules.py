@@ -144,7 +144,9 @@ APEX_IMPORT = rule(
     why="""
 After the migration the module no longer uses apex; its import (and the fallbacks `amp = None`,
 `has_apex = False`, the asserts and flag checks that exist only for it) go, so the code runs without
-apex installed.""",
+apex installed. Every remaining read of a flag becomes `True`; a flag that cannot be folded safely
+(rebound, deleted or named in a string) keeps its definition and an informational A2A110 says so.
+Comments above a removed import move to the next statement.""",
     before="""
 try:
     from apex import amp
