@@ -143,10 +143,30 @@ def _rewrite_joined(nb, cells: List[int], rewrite) -> Tuple[Dict[int, str], List
         new_cells[current].append(ln)
     if sorted(new_cells) != sorted(cells):
         raise _JoinFailed("internal error: the rewrite moved a cell boundary")
+    used = _magic_uses_lost_name(res, store)
+    if used is not None:
+        raise _JoinFailed(used)
     out: Dict[int, str] = {}
     for i, lines in new_cells.items():
         out[i] = unmask_magics("\n".join(lines), store)
     return out, _findings_in_cells(res.findings, joined), res
+
+
+def _magic_uses_lost_name(res, magics: List[str]) -> Optional[str]:
+    """Why the rewrite `res` would break a masked magic line: it stops binding a name the line uses
+    (`%time model = FusedLayerNorm(16)` after the apex import went)."""
+    if not magics:
+        return None
+    try:
+        lost = _bound_names(res.old_text) - _bound_names(res.new_text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for line in magics:
+        used = lost & set(re.findall(r"[A-Za-z_]\w*", line))
+        if used:
+            return f"the rewrite removes `{min(used)}`, which the magic line `{line.strip()}` uses: migrate that " \
+                   "line by hand"
+    return None
 
 
 def _cell_lines(joined: str) -> Dict[int, Tuple[int, int]]:

@@ -188,3 +188,15 @@ def test_notebook_placeholders_do_not_contain_apex():
     masked = notebook.mask_magics("%time x = 1\n!ls", store)
     assert "apex" not in notebook.MARKER.format(3) and "apex" not in masked
     assert notebook.unmask_magics(masked, store) == "%time x = 1\n!ls"
+
+
+def test_notebook_is_kept_when_a_magic_line_uses_a_removed_name(tmp_path):
+    # the magic line is masked while the cells are rewritten: the import would look unused
+    cells = [_code_cell(["from apex.normalization import FusedLayerNorm\n"]),
+             _code_cell(["%time model = FusedLayerNorm(16)\n"])]
+    p = tmp_path / "nb.ipynb"
+    raw = _write_notebook(p, cells)
+    proc = _cli("rewrite", "--no-cache", str(p))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert p.read_text(encoding="utf-8") == raw
+    assert "removes `FusedLayerNorm`, which the magic line `%time model = FusedLayerNorm(16)` uses" in proc.stderr
