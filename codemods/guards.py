@@ -26,7 +26,11 @@ def apex_flags(module: cst.Module, table: ImportTable) -> Set[str]:
 
 def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cst.Try]]:
     """Each apex flag with the `try` statements that set it True beside an apex import (in the `try`
-    body, or in its `else:`, which runs when the import worked)."""
+    body, or in its `else:`, which runs when the import worked).
+
+    A `try` that also imports something else (`import apex` beside `from megatron... import
+    FusedLayerNorm`) sets no apex flag: its flag also says that the other import worked, and that
+    code may need apex in ways this file cannot see."""
     from .index import ModuleIndex
     flags: Dict[str, List[cst.Try]] = {}
     for node in ModuleIndex.of(module).tries:
@@ -34,28 +38,38 @@ def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cs
         if node.orelse is not None and isinstance(node.orelse.body, cst.IndentedBlock):
             body += [s for s in node.orelse.body.body if isinstance(s, cst.SimpleStatementLine)
                      and all(isinstance(small, cst.Assign) for small in s.body)]
-        imports_apex = False
+        imports_apex = imports_other = False
         candidates: Set[str] = set()
         for s in body:
             if isinstance(s, cst.SimpleStatementLine):
                 for small in s.body:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
-                        names = {dotted_name(a.name) for a in small.names} if isinstance(small, cst.Import) else set()
-                        mod = dotted_name(small.module) if isinstance(small, cst.ImportFrom) and small.module else ""
-                        if any(n and n.split(".")[0] == "apex" for n in names) or (mod or "").split(".")[0] == "apex":
+                        if imports_from_apex(small):
                             imports_apex = True
+                        else:
+                            imports_other = True
                     elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and \
                             small.value.value == "True":
                         for t in small.targets:
                             d = dotted_name(t.target)
                             if d and "." not in d:
                                 candidates.add(d)
-        if imports_apex:
+        if imports_apex and not imports_other:
             for flag in candidates:
                 flags.setdefault(flag, []).append(node)
     for name in apex_locals(table):
         flags.pop(name, None)
     return flags
+
+
+def imports_from_apex(stmt: cst.CSTNode) -> bool:
+    """Whether an Import / ImportFrom statement imports (from) apex."""
+    if isinstance(stmt, cst.Import):
+        return any((dotted_name(a.name) or "").split(".")[0] == "apex" for a in stmt.names)
+    if isinstance(stmt, cst.ImportFrom):
+        return stmt.module is not None and not stmt.relative and \
+            (dotted_name(stmt.module) or "").split(".")[0] == "apex"
+    return False
 
 
 def _const(node: cst.BaseExpression) -> Optional[bool]:

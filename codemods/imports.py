@@ -18,7 +18,7 @@ from . import amp_rules as R
 from .base import INFO, Codemod, FileContext
 from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
 from .index import ModuleIndex
-from .guards import FoldApexGuards, apex_flag_tries, apex_locals
+from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
 from .walk import iter_nodes
 
@@ -83,12 +83,17 @@ class RemoveApexImports(Codemod):
             flags = flags - set(stuck)
             kept_flags.update(stuck)
         plan = EditPlan()
+        probes = _apex_probes(module, table)
+        for name, stmt in sorted(probes.items()):
+            ctx.report(stmt, R.LEFTOVER.code, f"`{name}` is imported beside other imports in this `try` only to "
+                                              "check that apex is installed: it stays while the code it guards "
+                                              "may need apex")
         # flags and `amp is None` checks inside other expressions fold to constants
-        removable = {name for name in locals_ if not uses.get(name)}
+        removable = {name for name in locals_ if not uses.get(name) and name not in probes}
         kept = locals_ - removable
         if kept:
             # something from apex is still used: leave guards and flags alone
-            for name in sorted(kept):
+            for name in sorted(kept - set(probes)):
                 for stmt in table.statements.get(name, [])[:1]:
                     ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} use(s)); "
                                                       "its import stays until those are migrated")
@@ -422,6 +427,26 @@ class _FoldStatements(FoldApexGuards):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried)
         return close_block(updated, body, leftover)  # type: ignore[return-value]
+
+
+def _apex_probes(module: cst.Module, table: ImportTable) -> Dict[str, cst.CSTNode]:
+    """Apex names imported, and read nowhere, in a `try` that also imports something else
+    (`import apex` above `from megatron.core.fusions.fused_layer_norm import FusedLayerNorm`): the
+    import checks that apex is there for the code beside it. Name -> its import statement."""
+    out: Dict[str, cst.CSTNode] = {}
+    index = ModuleIndex.of(module)
+    for t in index.tries:
+        body = t.body.body if isinstance(t.body, cst.IndentedBlock) else []
+        smalls = [small for s in body if isinstance(s, cst.SimpleStatementLine) for small in s.body
+                  if isinstance(small, (cst.Import, cst.ImportFrom))]
+        apex_imports = [small for small in smalls if imports_from_apex(small)]
+        if not apex_imports or len(apex_imports) == len(smalls):
+            continue
+        for small in apex_imports:
+            for name in import_bound_names(small):
+                if not index.reads(name):
+                    out[name] = small
+    return out
 
 
 def _mentions_apex(node: cst.CSTNode) -> bool:
