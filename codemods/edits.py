@@ -31,6 +31,16 @@ class EditPlan:
         return bool(self.replace_node or self.replace_stmt or self.before or self.after
                     or self.transforms or self.wraps)
 
+    def snapshot(self) -> Tuple[Dict, ...]:
+        """The plan as it is now, for `restore` (a conversion that turns out impossible midway)."""
+        return (dict(self.replace_node), {k: list(v) for k, v in self.replace_stmt.items()},
+                {k: list(v) for k, v in self.before.items()}, {k: list(v) for k, v in self.after.items()},
+                dict(self.transforms), list(self.wraps))
+
+    def restore(self, snap: Tuple[Dict, ...]) -> None:
+        (self.replace_node, self.replace_stmt, self.before, self.after, self.transforms,
+         self.wraps) = snap  # type: ignore[assignment]
+
     def touched(self) -> List[cst.CSTNode]:
         out: List[cst.CSTNode] = []
         out.extend(self.replace_node)

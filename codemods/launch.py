@@ -90,8 +90,11 @@ rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatic
 join=False (the ProcessContext is used), a start method other than spawn, start_processes, a spawned
 function defined in another module (or passed in as a parameter when the helper's call sites in this
 file do not all pass the same function), or a spawn whose result is used cannot be mapped to torchrun
-mechanically. Call the function with int(os.environ["LOCAL_RANK"]) yourself and
-launch with torchrun.""",
+mechanically. Nor can a spawn whose function joins the process group with a rank or world size that
+apex2amp cannot match to torchrun's RANK / WORLD_SIZE (A2A409 names it): converting the launch but not
+the init would start processes that disagree about their ranks, while the mp.spawn program still
+works as it is. Call the function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group
+read env://, and launch with torchrun.""",
      before="ctx = mp.spawn(fn, nprocs=n, join=False)",
      after='fn(int(os.environ["LOCAL_RANK"]))  # launched by torchrun --nproc_per_node=n')
 
@@ -318,6 +321,7 @@ class SpawnToTorchrun(Codemod):
         spawn_line = self._line(call)
         nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"
 
+        snap, reported = self.plan.snapshot(), len(ctx._stage_findings)
         # main side: world size arithmetic
         world_main: Set[str] = set()
         for stmt in self._assignments(scope):
@@ -364,8 +368,14 @@ class SpawnToTorchrun(Codemod):
                 ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's RANK", fixed=True)
 
         # init_process_group -> env://
-        for c in inits:
-            self._init_call(c, rank_worker, world_worker)
+        if not all([self._init_call(c, rank_worker, world_worker) for c in inits]):
+            # the worker would join a process group torchrun's ranks do not match: convert nothing
+            self.plan.restore(snap)
+            ctx._stage_findings = ctx._stage_findings[:reported] + [
+                f for f in ctx._stage_findings[reported:] if f.code == "A2A409"]
+            ctx.report(call, "A2A406", f"{fn_name} joins the process group with a rank or world size torchrun "
+                       "cannot supply (see A2A409): convert this launch by hand")
+            return
 
         # MASTER_ADDR / MASTER_PORT
         master: Dict[str, str] = {}
@@ -412,10 +422,11 @@ class SpawnToTorchrun(Codemod):
         self._pre_spawn_code(line, scope)
         self._launch_note(line, nproc, master)
 
-    def _init_call(self, c: cst.Call, rank_worker: Set[str], world_worker: Set[str]) -> None:
+    def _init_call(self, c: cst.Call, rank_worker: Set[str], world_worker: Set[str]) -> bool:
+        """Plan the env:// form of one init_process_group; False when torchrun's ranks cannot be matched (A2A409)."""
         ctx = self.ctx
         if ctx.suppressed(c, "A2A402") or any(a.star for a in c.args):
-            return
+            return True
         init = arg_by(c, 1, "init_method")
         world = arg_by(c, 3, "world_size")
         rank = arg_by(c, 4, "rank")
@@ -423,7 +434,7 @@ class SpawnToTorchrun(Codemod):
         if store is not None:
             ctx.report(c, "A2A409", "init_process_group(store=...): torchrun provides its own rendezvous; use "
                        "init_process_group(backend) under torchrun")
-            return
+            return False
 
         def ok(arg: Optional[cst.Arg], known: Set[str], env: str) -> bool:
             if arg is None:
@@ -434,25 +445,26 @@ class SpawnToTorchrun(Codemod):
         if not ok(rank, rank_worker, "RANK") or not ok(world, world_worker, "WORLD_SIZE"):
             ctx.report(c, "A2A409", "init_process_group passes a rank/world_size apex2amp cannot match to torchrun's "
                        "RANK/WORLD_SIZE: under torchrun call init_process_group(backend) (env://)")
-            return
+            return False
         drop = [a for a in (init, world, rank) if a is not None]
         if init is not None and rank is None and world is None:
             s = literal_string(init.value)
             if s == "env://" or s is None:
-                return  # env:// (or a URL from config) with no rank: already torchrun-compatible or not ours
+                return True  # env:// (or a URL from config) with no rank: already torchrun-compatible or not ours
         if not drop:
-            return
+            return True
         positional_idx = [i for i, a in enumerate(c.args) if a.keyword is None]
         dropped_pos = [c.args.index(a) for a in drop if a.keyword is None]
         if dropped_pos and any(i > min(dropped_pos) and c.args[i] not in drop for i in positional_idx):
             ctx.report(c, "A2A409", "init_process_group with positional timeout: drop init_method/rank/world_size "
                        "by hand (torchrun's env://)")
-            return
+            return False
         self.plan.replace_node[c] = edit_args(c, drop=drop)
         names = ", ".join(a.keyword.value if a.keyword else ("init_method", "", "", "world_size", "rank")[c.args.index(a)]
                           for a in drop)
         ctx.report(c, "A2A402", f"init_process_group uses torchrun's env:// (dropped {names}); without torchrun, "
                    "set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE", fixed=True)
+        return True
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _function_passed_in(self, call: cst.Call, param: str) -> Optional[cst.FunctionDef]:
