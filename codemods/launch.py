@@ -297,6 +297,12 @@ class SpawnToTorchrun(Codemod):
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             ctx.report(call, "A2A406", "the result of mp.spawn is used: convert to torchrun by hand")
             return
+        gate = self._count_gate(line, sp)
+        if gate is not None:
+            ctx.report(call, "A2A406", f"the spawn runs only when `{code_of(gate.test)}`, a test of the process "
+                       "count torchrun would set: launch the single-process path with torchrun too, or convert by "
+                       "hand")
+            return
         params = [p.name.value for p in fdef.params.params]
         if not params or fdef.params.posonly_params:
             ctx.report(call, "A2A406", f"{fn_name} takes no positional process index; convert by hand")
@@ -467,6 +473,20 @@ class SpawnToTorchrun(Codemod):
         return True
 
     # -- helpers ------------------------------------------------------------------------------------------
+    def _count_gate(self, line: cst.CSTNode, sp: "_Spawn") -> Optional[cst.If]:
+        """The `if` around the spawn (in its function) that tests the process count it spawns, as in
+        `if world_size > 1: mp.spawn(...) else: main(0, 1)`: under torchrun that count comes from
+        WORLD_SIZE, which the test still reads the old way."""
+        if sp.nprocs is None:
+            return None
+        counted = names_read(sp.nprocs.value)
+        cur = self.parents.get(line)
+        while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+            if isinstance(cur, cst.If) and counted & names_read(cur.test):
+                return cur
+            cur = self.parents.get(cur)
+        return None
+
     def _function_passed_in(self, call: cst.Call, param: str) -> Optional[cst.FunctionDef]:
         """`def run_demo(demo_fn, ws): mp.spawn(demo_fn, ...)` called as `run_demo(demo_basic, ...)`: the
         module function every call site of the helper passes for `param` (None when it differs or is
