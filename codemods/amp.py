@@ -782,7 +782,10 @@ class _Analysis:
             self.report(call, R.STEP, f"`{opt}.step()` -> `{self.scaler_expr()}.step({opt})`", fixed=True)
         for group in by_block.values():
             blocks = {id(self.block_of(s[1])[0]) for s in group}
-            if len(blocks) == 1:
+            stepped = [norm_code(_expr(s[3])) for s in group]
+            # one update after the iteration's last step; an optimizer that steps again in the same
+            # block (iterations written out one after another) needs an update before its next step
+            if len(blocks) == 1 and len(stepped) == len(set(stepped)):
                 last = max(group, key=lambda s: self.block_of(s[1])[1])
                 self.plan.insert_after(last[1], [_stmt(f"{self.scaler_expr()}.update()")])
             else:
@@ -869,10 +872,15 @@ class _Analysis:
                 self.plan.replace_stmt[target_stmt] = [replacement]
             elif mp_opt is not None:
                 gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
+                if len(clip.args) == 1:
+                    gen = gen.with_changes(lpar=[], rpar=[])  # `list(p for ...)`: the call's parentheses do
                 self.plan.replace_node[params.value] = gen  # type: ignore[union-attr]
+            # a read of the parameters after the last step of the function (`torch.save(list(
+            # amp.master_params(opt)))` at the end of training) reads no scaled gradient
+            reads_grads = step is not None or (dotted_name(clip.func) or "").split(".")[-1] in CLIP_FUNCS
             key = (id(func), norm_code(_expr(opt)), id(step[1]) if step is not None else 0)
             inserted = False
-            if self.use_scaler and key not in unscaled:
+            if self.use_scaler and reads_grads and key not in unscaled:
                 unscaled.add(key)
                 unscale = [_stmt(f"{self.scaler_expr()}.unscale_({opt})")]
                 bw = self._backward_before(target_stmt, func, opt)
@@ -887,8 +895,11 @@ class _Analysis:
                 inserted = True
             if not inserted and mp_opt is None:
                 continue
-            self.report(clip, R.UNSCALE, f"`scaler.unscale_({opt})` before reading gradients" + (
-                "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
+            if inserted:
+                self.report(clip, R.UNSCALE, f"`scaler.unscale_({opt})` before reading gradients" + (
+                    "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
+            else:
+                self.report(clip, R.UNSCALE, "`amp.master_params` -> the optimizer's parameters", fixed=True)
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
         return self.block_of(stmt)[1]
