@@ -221,6 +221,14 @@ class Resolver:
         self._apex_names[id(node)] = (node, out)
         return out
 
+    def other_binding(self, node: cst.BaseExpression) -> Optional[str]:
+        """A binding of `node` that is neither apex's nor torch's (`SGD` bound to Transformer Engine's
+        FusedSGD in one `try` branch and to apex's in another), if any."""
+        for q in sorted(self.names(node)):
+            if not (q == "apex" or q.startswith("apex.") or q == "torch" or q.startswith("torch.")):
+                return q
+        return None
+
     def spelling(self, qualified: str, fallback: str) -> str:
         """How this module spells `qualified` (e.g. `nn.LayerNorm` when `nn` is torch.nn), else `fallback`."""
         parts = qualified.split(".")
@@ -513,6 +521,13 @@ class _Run(cst.CSTVisitor):
         if q is None:
             return
         short = q.rsplit(".", 1)[-1]
+        other = self.res.other_binding(node.func)
+        if other is not None:
+            code = "A2A304" if q.startswith("apex.optimizers.") else "A2A322"
+            if self._ok(node, code):
+                self.ctx.report(node, code, f"`{code_of(node.func)}` is apex's {short} on one import path and "
+                                            f"{other} on another: a torch rewrite would replace both; migrate by hand")
+            return
         if q == "apex.optimizers.FusedAdam":
             self._adam(node)
         elif q == "apex.optimizers.FusedSGD":
