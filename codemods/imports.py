@@ -110,7 +110,7 @@ class RemoveApexImports(Codemod):
             done: Set[int] = set()
             for name in sorted(removable):
                 for stmt in table.statements.get(name, []):
-                    if id(stmt) in done or any(isinstance(a, cst.Try) for a in index.ancestors(stmt)):
+                    if id(stmt) in done or _empties_its_try(stmt, index, removable):
                         continue
                     done.add(id(stmt))
                     bound = import_bound_names(stmt)
@@ -429,24 +429,44 @@ class _FoldStatements(FoldApexGuards):
         return close_block(updated, body, leftover)  # type: ignore[return-value]
 
 
+def _empties_its_try(stmt: cst.CSTNode, index: ModuleIndex, removable: Set[str]) -> bool:
+    """Whether the `try` around the import `stmt` would have nothing left once the unused apex imports go
+    (it then still says "apex is needed here" for the apex import that stays: leave it whole)."""
+    t = next((a for a in index.ancestors(stmt) if isinstance(a, cst.Try)), None)
+    if t is None:
+        return False
+    body = t.body.body if isinstance(t.body, cst.IndentedBlock) else []
+    for s in body:
+        smalls = s.body if isinstance(s, cst.SimpleStatementLine) else [s]
+        for small in smalls:
+            if not isinstance(small, (cst.Import, cst.ImportFrom)) or not import_bound_names(small) <= removable:
+                return False
+    return True
+
+
 def _apex_probes(module: cst.Module, table: ImportTable) -> Dict[str, cst.CSTNode]:
-    """Apex names imported, and read nowhere, in a `try` that also imports something else
-    (`import apex` above `from megatron.core.fusions.fused_layer_norm import FusedLayerNorm`): the
-    import checks that apex is there for the code beside it. Name -> its import statement."""
+    """A bare `import apex`, read nowhere, in a `try` that also imports another library (not torch):
+    `import apex` above `from megatron.core.fusions.fused_layer_norm import FusedLayerNorm` checks
+    that apex is there for the code beside it. Name -> its import statement."""
     out: Dict[str, cst.CSTNode] = {}
     index = ModuleIndex.of(module)
     for t in index.tries:
         body = t.body.body if isinstance(t.body, cst.IndentedBlock) else []
         smalls = [small for s in body if isinstance(s, cst.SimpleStatementLine) for small in s.body
                   if isinstance(small, (cst.Import, cst.ImportFrom))]
-        apex_imports = [small for small in smalls if imports_from_apex(small)]
-        if not apex_imports or len(apex_imports) == len(smalls):
-            continue
-        for small in apex_imports:
-            for name in import_bound_names(small):
-                if not index.reads(name):
-                    out[name] = small
+        probes = [small for small in smalls if isinstance(small, cst.Import) and
+                  any(dotted_name(a.name) == "apex" and a.asname is None for a in small.names)]
+        others = [small for small in smalls if not imports_from_apex(small) and not _imports_torch(small)]
+        if probes and others and not index.reads("apex"):
+            out["apex"] = probes[0]
     return out
+
+
+def _imports_torch(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.Import):
+        return all((dotted_name(a.name) or "").split(".")[0] == "torch" for a in stmt.names)
+    return isinstance(stmt, cst.ImportFrom) and stmt.module is not None and not stmt.relative and \
+        (dotted_name(stmt.module) or "").split(".")[0] == "torch"
 
 
 def _mentions_apex(node: cst.CSTNode) -> bool:
