@@ -218,13 +218,17 @@ def edit_args(call: cst.Call, *, drop: Sequence[cst.Arg] = (), replace: Optional
             out.extend(new)
     if insert_after >= len(orig) or (insert_after < 0 and new and not orig):
         out.extend(new)
+    # what stood between the last argument and `)` (a newline in a call laid out over lines) stays there
+    closing = orig[-1].whitespace_after_arg if orig else cst.SimpleWhitespace("")
     fixed: List[cst.Arg] = []
     for i, a in enumerate(out):
+        was_last = bool(orig) and a is orig[-1]
         if i == len(out) - 1:
-            fixed.append(a.with_changes(comma=trailing))
-        elif isinstance(a.comma, cst.Comma) and (not orig or a is not orig[-1]) and any(a is o for o in orig[:-1]):
+            fixed.append(a.with_changes(comma=trailing, whitespace_after_arg=closing))
+        elif isinstance(a.comma, cst.Comma) and not was_last and any(a is o for o in orig[:-1]):
             fixed.append(a)
         else:
+            a = a.with_changes(whitespace_after_arg=cst.SimpleWhitespace("")) if was_last else a
             fixed.append(a.with_changes(comma=sep))
     return call.with_changes(args=fixed)
 

@@ -341,6 +341,11 @@ class SpawnToTorchrun(Codemod):
                 self.plan.replace_node[value] = _env("WORLD_SIZE")
                 ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
         world_worker = {_translate(w, mapping) for w in world_main}
+        if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Attribute):
+            # `nprocs=args.world_size` with `args` passed on: the worker's `args.world_size` is the count
+            head = (dotted_name(sp.nprocs.value) or "").split(".")[0]
+            if head in mapping:
+                world_worker.add(_translate(norm_code(sp.nprocs.value), mapping))
         nprocs_role = None
         if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) and sp.nprocs.value.value in mapping:
             wparam = mapping[sp.nprocs.value.value]

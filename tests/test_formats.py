@@ -30,6 +30,7 @@ def assert_valid_sarif(doc):
 
 def synthetic_run() -> RunResult:
     """Two files: one changed with fixed/open/ignored/notebook findings, one that failed to parse."""
+    import codemods.registry  # noqa: F401 - fills RULES when this test runs alone
     code = sorted(RULES)[0]
     old = "import a\nx = 1\ny = 2\n"
     new = "import b\nx = 1\ny = 3\nz = 4\n"
