@@ -90,9 +90,10 @@ class ImportTable:
         head, _, rest = name.partition(".")
         out: Set[str] = set()
         bound = self.bindings.get(head)
-        if bound is None and head == "torch" and self.star_modules:
-            # `from models import *` is how such a module sees torch; a rewrite elsewhere in the file
-            # may add `import torch`, and the next rewrite must then find nothing new to do
+        if bound is None and head == "torch":
+            # torch not imported here: seen through `from models import *` (or not at all, and the
+            # file cannot run yet); a rewrite elsewhere in the file may add `import torch`, and the
+            # next rewrite must then find nothing new to do
             bound = {"torch"}
         for q in bound or ():
             out.add(f"{q}.{rest}" if rest else q)

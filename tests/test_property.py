@@ -2,6 +2,7 @@
 second rewrite changes nothing."""
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
@@ -56,3 +57,15 @@ def test_mutated_sources_never_break_the_engine(text):
         cst.parse_module(res.new_text)
         again = rewrite_source(res.new_text, path="mutated.py", module_name="mutated")
         assert again.error is None and again.new_text == res.new_text
+
+
+def test_a_module_that_uses_torch_without_importing_it_is_stable():
+    # found by the property test: a mutation replaced `import torch` by a second `import argparse`;
+    # a codemod added `import torch`, and the second rewrite then migrated `torch.cuda.amp.*`
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "amp",
+                        "dual_path_string_flag.before.py")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read().replace("import torch\n", "import argparse\n", 1)
+    res = rewrite_source(text, path="mutated.py", module_name="mutated")
+    assert res.error is None, res.error
+    assert 'torch.autocast("cuda"' in res.new_text
