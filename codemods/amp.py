@@ -124,6 +124,15 @@ def _probes_apex(node: cst.CSTNode) -> bool:
         and first.evaluated_value.split(".")[0] == "apex"
 
 
+def _paren_operand(e: cst.BaseExpression) -> cst.BaseExpression:
+    """`e` as the left side of `... != "O0"`: a conditional, boolean, comparison or lambda gets parentheses
+    (`'O2' if fp16 else 'O0' != "O0"` would compare only `'O0'`)."""
+    if isinstance(e, (cst.IfExp, cst.BooleanOperation, cst.Comparison, cst.Lambda, cst.NamedExpr,
+                      cst.UnaryOperation)) and not e.lpar:
+        return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return e
+
+
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
@@ -433,17 +442,26 @@ class _Analysis:
         conds = [c for c in conds if not is_const(c, True)]
         opt_level = arg_by(call, 99, "opt_level")
         enabled = arg_by(call, 99, "enabled")
-        level = literal_string(opt_level.value) if opt_level else "O1"
+        level = (literal_string(opt_level.value) or self._literal_set_before(stmt, opt_level.value)) \
+            if opt_level else "O1"
         cond_list = list(conds)
         if enabled is not None:
             cond_list.append(enabled.value)
         if opt_level is not None and level is None:
-            cond_list.append(cst.Comparison(opt_level.value, [cst.ComparisonTarget(
+            cond_list.append(cst.Comparison(_paren_operand(opt_level.value), [cst.ComparisonTarget(
                 cst.NotEqual(), cst.SimpleString('"O0"'))]))
         disabled = level == "O0"
         if disabled:
             cond_list = [_expr("False")]
         self.cond = _bool_safe(_and(cond_list))
+        if conds and outer is not stmt and self.cond is not None:
+            late = names_read(self.cond) & assigned_names(outer)
+            if late:
+                self.report(call, R.UNSUPPORTED, f"the scaler must exist before `{_code(conds[0])}` is tested, but "
+                                                 f"its enabled= would read `{min(late)}`, assigned only inside that "
+                                                 "block: migrate this `amp.initialize` by hand")
+                self.abort = True
+                return
         # what the call itself says (its gates hold already where the call stood)
         own_cond = _bool_safe(_and(cond_list[len(conds):]))
         if level in ("O2", "O3"):
@@ -526,6 +544,23 @@ class _Analysis:
         what = "GradScaler" if self.use_scaler else "bf16 autocast (no scaler)"
         self.report(call, R.INITIALIZE, f"`amp.initialize` -> {what}" + (
             f" (enabled={_code(self.cond)})" if self.cond is not None else ""), fixed=True)
+
+    def _literal_set_before(self, stmt: cst.CSTNode, value: cst.BaseExpression) -> Optional[str]:
+        """The string a plain name holds at `stmt` when the statement just before it in the same block
+        set it (`opt_level = 'O2'` above `amp.initialize(..., opt_level=opt_level)`)."""
+        if not isinstance(value, cst.Name):
+            return None
+        block, idx = self.block_of(stmt)
+        body = list(getattr(block, "body", []))
+        for prev in reversed(body[:idx]):
+            if value.value not in assigned_names(prev):
+                continue
+            small = prev.body[0] if isinstance(prev, cst.SimpleStatementLine) and len(prev.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == value.value:
+                return literal_string(small.value)
+            return None
+        return None
 
     def scaler_target(self) -> str:
         return f"self.{self.scaler_ref}" if self.scaler_is_attr else self.scaler_ref
