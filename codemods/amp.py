@@ -1258,6 +1258,17 @@ class _Analysis:
                                              "creates it and pass it along (or create it where it is used), then "
                                              "rerun; this module's amp code is left as it is")
             self._abort_all()
+            return
+        init = next((s for s in live if s.kind == "initialize"), None)
+        if init is not None and self.use_scaler and not self.scaler_global and not self.scaler_is_attr and \
+                all(s.kind == "initialize" for s in live) and not self._steps and not self._threaded_calls:
+            # nothing here scales, steps or passes the scaler on: the backward and the step are in code
+            # this run does not rewrite, which still needs the amp state
+            self.report(init.call, R.STEP_MISSING, "no backward or step of the amp optimizer in this module and no "
+                                                   "function of this run takes the scaler: the training step lives "
+                                                   "elsewhere (another module or a library) and still needs "
+                                                   "`amp.initialize`; migrate the two together")
+            self._abort_all()
 
     def plan_threading_only(self) -> None:
         cross = self._cross_module_calls()

@@ -197,8 +197,8 @@ def _apex_uses(module: cst.Module, homes: Dict[str, Set[int]], locals_: Set[str]
             return (node.attr,)  # type: ignore[attr-defined]
         elif t is cst.Arg:
             return (node.keyword,)  # type: ignore[attr-defined]
-        elif t is cst.Import or t is cst.ImportFrom:
-            return (node,)
+        elif t is cst.Import or t is cst.ImportFrom or t is cst.Global or t is cst.Nonlocal:
+            return (node,)  # `global amp` beside a lazy `from apex import amp` reads nothing
         elif (t is cst.SimpleStatementLine or t is cst.If) and _is_guard_stmt(node, guard_names):
             guard_stmts.append(node)
             return (node,)

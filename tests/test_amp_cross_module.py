@@ -184,9 +184,29 @@ def test_initialize_is_migrated_when_the_kept_module_is_not_imported(tmp_path):
         from apex import amp
 
 
-        def setup(model, optimizer):
+        def train(model, optimizer, loader):
             model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
-            return model, optimizer
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    scaled_loss.backward()
+                optimizer.step()
     ''')
     _rewrite(tmp_path)
     assert "torch.amp.GradScaler" in (tmp_path / "main.py").read_text()
+
+
+def test_initialize_stays_when_nothing_in_the_run_steps_its_optimizer(tmp_path):
+    # a setup function: the backward and the step are in code this run does not see
+    setup = '''
+        from apex import amp
+
+
+        def setup(model, optimizer):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            return model, optimizer
+    '''
+    _write(tmp_path, "setup.py", setup)
+    res = _rewrite(tmp_path)
+    assert (tmp_path / "setup.py").read_text() == textwrap.dedent(setup).lstrip()
+    assert "A2A124 no backward or step of the amp optimizer in this module" in res.stdout
