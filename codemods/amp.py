@@ -1268,7 +1268,7 @@ class _Analysis:
                                                    "function of this run takes the scaler: the training step lives "
                                                    "elsewhere (another module or a library) and still needs "
                                                    "`amp.initialize`; migrate the two together")
-            self._abort_all()
+            self._abort_all(publish=False)  # pass 2 may find the function that takes the scaler
 
     def plan_threading_only(self) -> None:
         cross = self._cross_module_calls()
@@ -1306,9 +1306,9 @@ class _Analysis:
                 return
         self.scaler_ref = "amp_grad_scaler"
 
-    def _abort_all(self) -> None:
+    def _abort_all(self, publish: bool = True) -> None:
         self.plan = EditPlan()
-        if self.ctx.module_name and self.ctx.module_name not in self.ctx.exported.unmigrated_amp:
+        if publish and self.ctx.module_name and self.ctx.module_name not in self.ctx.exported.unmigrated_amp:
             self.ctx.exported.unmigrated_amp.append(self.ctx.module_name)
         # nothing is rewritten after all: drop the "fixed" findings planned so far
         self.ctx._stage_findings = [f for f in self.ctx._stage_findings if not f.fixed]

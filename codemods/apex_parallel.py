@@ -617,6 +617,16 @@ class ApexParallelToTorchDDP(Codemod):
             return expr.deep_clone()
         if params:
             return params[0]
+        if scope is not module:
+            # `torch.cuda.set_device(args.local_rank)` at module level (a script's top) runs before the
+            # function does: it names the device better than any `args.gpu` read in the function
+            line = 10 ** 9
+            for stmt in module.body:
+                if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    stmt.visit(V())
+            if set_device:
+                expr = max(set_device, key=lambda t: t[0])[1]
+                return expr.deep_clone() if _is_simple_device_expr(expr) else None
         if reads:
             reads.sort(key=lambda t: (t[0], t[1]))
             return parse_expr(code_of(reads[0][2]))
