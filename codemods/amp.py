@@ -1129,9 +1129,13 @@ class _Analysis:
             module_level = isinstance(self.parent(f), cst.Module)
             if module_level:
                 self.exported_funcs.append(f.name.value)
-            if module_level or self._call_sites(f, funcs):
+            if self._call_sites(f, funcs):
                 self.report(f, R.THREADED, f"`{f.name.value}` now takes the `{self.scaler_ref}` parameter; call sites "
                                            "in this run pass it", fixed=True)
+            elif module_level:
+                self.report(f, R.THREADED, f"`{f.name.value}` now takes the `{self.scaler_ref}` parameter; calls from "
+                                           "other files of this run pass it, calls from code outside the run must "
+                                           "pass the GradScaler too", fixed=True)
             else:
                 self.report(f, R.THREADED, f"method `{f.name.value}` now takes a `{self.scaler_ref}` parameter but no "
                                            f"caller was found in this run: pass the GradScaler "
