@@ -84,6 +84,17 @@ init_process_group (or run them before launching).""",
      before="download_dataset(root)\nmp.spawn(train, nprocs=n)",
      after='if int(os.environ["RANK"]) == 0:\n    download_dataset(root)\n...  # dist.barrier() after init_process_group')
 
+rule("A2A412", "local-rank-as-global-rank", "the worker's process index, now LOCAL_RANK, read as the global rank",
+     fixes=False, severity=WARNING,
+     why="""
+mp.spawn passed each worker its index on this machine, and single-node code often uses it as the
+global rank too: `DistributedSampler(dataset, rank=rank)`, `if rank == 0: save(...)`. After the move to
+torchrun the worker receives LOCAL_RANK, which repeats on every node: on more than one node the
+shards overlap and every node's first process logs and saves. Use `dist.get_rank()` (or
+`int(os.environ["RANK"])`) for those, and keep the local rank for the device.""",
+     before="sampler = DistributedSampler(dataset, rank=rank)\nif rank == 0:\n    save(model)",
+     after="sampler = DistributedSampler(dataset, rank=dist.get_rank())\nif dist.get_rank() == 0:\n    save(model)")
+
 rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatically",
      fixes=False, severity=WARNING,
      why="""
@@ -165,7 +176,8 @@ class SpawnToTorchrun(Codemod):
 
     NAME = "launch"
     DESCRIPTION = "mp.spawn and torch.distributed.launch entry points -> torchrun environment"
-    CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409")
+    CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409",
+             "A2A412")
     PREFILTER = (b"spawn", b"local_rank", b"local-rank", b"start_processes")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
@@ -432,6 +444,29 @@ class SpawnToTorchrun(Codemod):
                    f"torchrun --nproc_per_node={nproc}", fixed=True)
         self._pre_spawn_code(line, scope)
         self._launch_note(line, nproc, master)
+        self._local_index_as_rank(fdef, local_param, rank_worker)
+
+    def _local_index_as_rank(self, fdef: cst.FunctionDef, local_param: str, rank_worker: Set[str]) -> None:
+        """Report (once) where the worker reads its process index as the global rank: a sampler shard or
+        a `== 0` gate. Under torchrun that index is LOCAL_RANK, which repeats on every node."""
+        if len(rank_worker) > 1:
+            return  # the worker computes its global rank (node_rank * ngpus + index) and uses that
+        for c in self._calls_in(fdef):
+            if (dotted_name(c.func) or "").rpartition(".")[2] == "DistributedSampler":
+                rank = next((a for a in c.args if a.keyword is not None and a.keyword.value == "rank"), None)
+                if rank is not None and isinstance(rank.value, cst.Name) and rank.value.value == local_param:
+                    self._report_local_rank(c, local_param)
+                    return
+        for node in self.index.nodes:
+            if type(node) is cst.Comparison and self.index.contains(fdef, node) and \
+                    _compares_to_zero(node, local_param):  # type: ignore[arg-type]
+                self._report_local_rank(node, local_param)
+                return
+
+    def _report_local_rank(self, node: cst.CSTNode, local_param: str) -> None:
+        self.ctx.report(node, "A2A412", f"`{local_param}` is torchrun's LOCAL_RANK now, the same on every node: "
+                        "for sampler shards and rank-0 gates use `dist.get_rank()` (or RANK) when you run on more "
+                        "than one node")
 
     def _init_call(self, c: cst.Call, rank_worker: Set[str], world_worker: Set[str]) -> bool:
         """Plan the env:// form of one init_process_group; False when torchrun's ranks cannot be matched (A2A409)."""
@@ -700,6 +735,15 @@ def _is_rank_arithmetic(value: cst.BaseExpression, local: str) -> bool:
         if isinstance(a, cst.Name) and a.value == local and local not in names_read(b) and not _has_effects(b):
             return True
     return False
+
+
+def _compares_to_zero(node: cst.Comparison, name: str) -> bool:
+    """`name == 0` or `0 == name`."""
+    if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, cst.Equal):
+        return False
+    a, b = node.left, node.comparisons[0].comparator
+    return any(isinstance(x, cst.Name) and x.value == name and isinstance(y, cst.Integer) and y.value == "0"
+               for x, y in ((a, b), (b, a)))
 
 
 def _names_world_size(target: cst.BaseExpression, factor: cst.BaseExpression) -> bool:
