@@ -45,8 +45,15 @@ def _stmt(code: str) -> cst.BaseStatement:
     return cst.parse_statement(code)
 
 
-def _paren(e: cst.BaseExpression) -> cst.BaseExpression:
-    if isinstance(e, (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)) and not e.lpar:
+# expressions that bind more loosely than an `and` operand / than the left side of `!=`
+_LOOSER_THAN_AND = (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)
+_LOOSER_THAN_COMPARISON = _LOOSER_THAN_AND + (cst.Comparison, cst.UnaryOperation)
+
+
+def _paren(e: cst.BaseExpression, looser: Tuple[type, ...] = _LOOSER_THAN_AND) -> cst.BaseExpression:
+    """`e` in parentheses when it is one of the `looser` kinds and has none yet (`'O2' if fp16 else 'O0'`
+    before `!= "O0"` would otherwise compare only `'O0'`)."""
+    if isinstance(e, looser) and not e.lpar:
         return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return e
 
@@ -122,15 +129,6 @@ def _probes_apex(node: cst.CSTNode) -> bool:
     first = node.args[0].value  # type: ignore[attr-defined]
     return name in ("find_spec", "find_loader", "find_module") and isinstance(first, cst.SimpleString) \
         and first.evaluated_value.split(".")[0] == "apex"
-
-
-def _paren_operand(e: cst.BaseExpression) -> cst.BaseExpression:
-    """`e` as the left side of `... != "O0"`: a conditional, boolean, comparison or lambda gets parentheses
-    (`'O2' if fp16 else 'O0' != "O0"` would compare only `'O0'`)."""
-    if isinstance(e, (cst.IfExp, cst.BooleanOperation, cst.Comparison, cst.Lambda, cst.NamedExpr,
-                      cst.UnaryOperation)) and not e.lpar:
-        return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return e
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -448,7 +446,7 @@ class _Analysis:
         if enabled is not None:
             cond_list.append(enabled.value)
         if opt_level is not None and level is None:
-            cond_list.append(cst.Comparison(_paren_operand(opt_level.value), [cst.ComparisonTarget(
+            cond_list.append(cst.Comparison(_paren(opt_level.value, _LOOSER_THAN_COMPARISON), [cst.ComparisonTarget(
                 cst.NotEqual(), cst.SimpleString('"O0"'))]))
         disabled = level == "O0"
         if disabled:

@@ -197,8 +197,10 @@ class _Apply(cst.CSTTransformer):
         node = updated_node
         if original_node in plan.transforms:
             node = plan.transforms[original_node](node)
+        replaced = original_node in plan.replace_node or original_node in plan.replace_stmt
+        edited = _edited_parts(original_node, updated_node) if replaced else {}
         if original_node in plan.replace_node:
-            node = carry_nested_edits(original_node, updated_node, plan.replace_node[original_node])
+            node = _with_edits(plan.replace_node[original_node], edited)
         is_stmt = isinstance(original_node, (cst.BaseStatement, cst.BaseSmallStatement))
         inner: Lines = []
         if is_stmt and isinstance(original_node, cst.BaseStatement):
@@ -209,7 +211,7 @@ class _Apply(cst.CSTTransformer):
         lead = getattr(original_node, "leading_lines", ())
         carried: Lines = []
         if original_node in plan.replace_stmt:
-            stmts = [carry_nested_edits(original_node, updated_node, s) for s in plan.replace_stmt[original_node]]
+            stmts = [_with_edits(s, edited) for s in plan.replace_stmt[original_node]]
             if stmts and isinstance(original_node, cst.BaseStatement) and isinstance(stmts[0], cst.BaseStatement):
                 if lead and not stmts[0].leading_lines:
                     stmts[0] = stmts[0].with_changes(leading_lines=lead)
@@ -349,17 +351,17 @@ class _Apply(cst.CSTTransformer):
         return node, []
 
 
-def carry_nested_edits(original: cst.CSTNode, updated: cst.CSTNode, replacement: cst.CSTNode) -> cst.CSTNode:
-    """`replacement`, which a codemod built from parts of `original`, with the edits other plans made
-    inside `original` (now in `updated`) carried into those parts.
+_Edited = Dict[int, Tuple[cst.CSTNode, cst.CSTNode]]
 
-    `apex.parallel.SyncBatchNorm(n, process_group=apex.parallel.create_syncbn_process_group(k))`
-    replaces the outer call and, separately, the inner one; without this the outer replacement,
-    built from the original arguments, would drop the inner edit.
-    """
+
+def _edited_parts(original: cst.CSTNode, updated: cst.CSTNode) -> _Edited:
+    """The descendants of `original` that differ in `updated` (paired child by child), by id: the edits
+    other plans made inside a node that a replacement, built from the node's original parts, must
+    carry (`apex.parallel.SyncBatchNorm(n, process_group=apex.parallel.create_syncbn_process_group(k))`
+    replaces the outer call and, separately, the inner one)."""
+    edited: _Edited = {}
     if updated is original:
-        return replacement
-    edited: Dict[int, Tuple[cst.CSTNode, cst.CSTNode]] = {}
+        return edited
     stack = [(original, updated)]
     while stack:
         o, u = stack.pop()
@@ -370,9 +372,12 @@ def carry_nested_edits(original: cst.CSTNode, updated: cst.CSTNode, replacement:
             if a is not b and type(a) is type(b):
                 edited[id(a)] = (a, b)
                 stack.append((a, b))
-    if not edited:
-        return replacement
-    return replacement.visit(_Substitute(edited))
+    return edited
+
+
+def _with_edits(replacement: cst.CSTNode, edited: _Edited) -> cst.CSTNode:
+    """`replacement` with each of its parts that `edited` names swapped for the edited version."""
+    return replacement.visit(_Substitute(edited)) if edited else replacement
 
 
 class _Substitute(cst.CSTTransformer):

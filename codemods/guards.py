@@ -62,14 +62,20 @@ def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cs
     return flags
 
 
+def imported_packages(stmt: cst.CSTNode) -> Set[str]:
+    """The top-level packages an Import / ImportFrom statement imports (from); "." for a relative one."""
+    if isinstance(stmt, cst.Import):
+        return {(dotted_name(a.name) or "").split(".")[0] for a in stmt.names}
+    if isinstance(stmt, cst.ImportFrom):
+        if stmt.relative or stmt.module is None:
+            return {"."}
+        return {(dotted_name(stmt.module) or "").split(".")[0]}
+    return set()
+
+
 def imports_from_apex(stmt: cst.CSTNode) -> bool:
     """Whether an Import / ImportFrom statement imports (from) apex."""
-    if isinstance(stmt, cst.Import):
-        return any((dotted_name(a.name) or "").split(".")[0] == "apex" for a in stmt.names)
-    if isinstance(stmt, cst.ImportFrom):
-        return stmt.module is not None and not stmt.relative and \
-            (dotted_name(stmt.module) or "").split(".")[0] == "apex"
-    return False
+    return "apex" in imported_packages(stmt)
 
 
 def _const(node: cst.BaseExpression) -> Optional[bool]:

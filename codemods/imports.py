@@ -18,7 +18,7 @@ from . import amp_rules as R
 from .base import INFO, Codemod, FileContext
 from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
 from .index import ModuleIndex
-from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imports_from_apex
+from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
 from .walk import iter_nodes
 
@@ -456,17 +456,10 @@ def _apex_probes(module: cst.Module, table: ImportTable) -> Dict[str, cst.CSTNod
                   if isinstance(small, (cst.Import, cst.ImportFrom))]
         probes = [small for small in smalls if isinstance(small, cst.Import) and
                   any(dotted_name(a.name) == "apex" and a.asname is None for a in small.names)]
-        others = [small for small in smalls if not imports_from_apex(small) and not _imports_torch(small)]
+        others = [small for small in smalls if not imports_from_apex(small) and imported_packages(small) - {"torch"}]
         if probes and others and not index.reads("apex"):
             out["apex"] = probes[0]
     return out
-
-
-def _imports_torch(stmt: cst.CSTNode) -> bool:
-    if isinstance(stmt, cst.Import):
-        return all((dotted_name(a.name) or "").split(".")[0] == "torch" for a in stmt.names)
-    return isinstance(stmt, cst.ImportFrom) and stmt.module is not None and not stmt.relative and \
-        (dotted_name(stmt.module) or "").split(".")[0] == "torch"
 
 
 def _mentions_apex(node: cst.CSTNode) -> bool:

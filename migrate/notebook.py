@@ -15,9 +15,10 @@ index and the line in the cell.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from codemods.base import WARNING, Finding
 
@@ -157,12 +158,11 @@ def _magic_uses_lost_name(res, magics: List[str]) -> Optional[str]:
     (`%time model = FusedLayerNorm(16)` after the apex import went)."""
     if not magics:
         return None
-    try:
-        lost = _bound_names(res.old_text) - _bound_names(res.new_text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    lost = _lost_names(res)
+    if lost is None:
         return None
     for line in magics:
-        used = lost & set(re.findall(r"[A-Za-z_]\w*", line))
+        used = lost & _words(line)
         if used:
             return f"the rewrite removes `{min(used)}`, which the magic line `{line.strip()}` uses: migrate that " \
                    "line by hand"
@@ -236,7 +236,8 @@ def _unparsable_cells(nb, cells: List[int]) -> Dict[int, Finding]:
     return out
 
 
-def _bound_names(code: str) -> Set[str]:
+@functools.lru_cache(maxsize=4)  # the magic-line and broken-cell checks ask about the same rewrite
+def _bound_names(code: str) -> FrozenSet[str]:
     """Every name `code` binds (imports, assignments, defs, classes; at any depth)."""
     import ast
     out: Set[str] = set()
@@ -247,17 +248,28 @@ def _bound_names(code: str) -> Set[str]:
             out.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(node.name)
-    return out
+    return frozenset(out)
+
+
+def _lost_names(res) -> Optional[FrozenSet[str]]:
+    """The names the rewrite `res` stops binding (None when Python's parser rejects either text)."""
+    try:
+        return _bound_names(res.old_text) - _bound_names(res.new_text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _words(text: str) -> Set[str]:
+    return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
 def _name_lost(res, nb, broken: List[int]) -> Optional[str]:
     """Why the rewrite `res` may break a cell in `broken` (it stops binding a name the cell mentions)."""
-    try:
-        lost = _bound_names(res.old_text) - _bound_names(res.new_text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    lost = _lost_names(res)
+    if lost is None:
         return "the names the rewrite removes are not known (Python's parser rejects the code)"
     for i in broken:
-        used = lost & set(re.findall(r"[A-Za-z_]\w*", _cell_text(nb["cells"][i])))
+        used = lost & _words(_cell_text(nb["cells"][i]))
         if used:
             return f"the rewrite removes `{min(used)}`, which cell {i} uses, and that cell does not parse"
     return None
