@@ -182,9 +182,6 @@ class Codemod:
     REPORTS_ONLY = False  # True: transform always returns its module (the safety gate skips it)
     PUBLISHES_FACTS = False  # True: transform fills ctx.exported (pass 1 runs it first)
 
-    def matches(self, data: bytes) -> bool:
-        return any(p in data for p in self.PREFILTER)
-
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         """Return the new module; report findings through ctx.report."""
         raise NotImplementedError

@@ -111,10 +111,11 @@ def _registry() -> Any:
 def _run_codemods_for(data: bytes, select: Callable[[str], bool], module_name: str, facts: Optional[RepoFacts],
                      use_prefilter: bool) -> List[Any]:
     """The codemods that must see a file: both prefilter stages, or every selected one without them."""
-    if use_prefilter and not prefilter.coarse(data) and not prefilter.mentions_fact(data, facts, module_name):
+    present = prefilter.Present(data)
+    if use_prefilter and not prefilter.coarse(data, present) and not prefilter.mentions_fact(data, facts, module_name):
         return []
     return prefilter.codemods_for(data, _registry().CODEMODS, select, module_name=module_name, facts=facts,
-                                  enabled=use_prefilter)
+                                  enabled=use_prefilter, present=present)
 
 
 class _LazyPositions(Mapping):
@@ -460,11 +461,12 @@ def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tu
         return (_PASS_ONE if d.kind == discovery.PYTHON else _REWRITE), None
     if d.kind != discovery.PYTHON:
         return (_REWRITE if _registry().may_need_work(data) else _SKIP), None
-    if not prefilter.coarse(data):
+    codemods, select = _registry().CODEMODS, _selection_for(d.path, d.root, config)
+    present = prefilter.candidate(data, codemods, select)
+    if present is None:
         return _SKIP, None
-    mod, _ = discovery.module_name_for(d.path)
-    wanted = prefilter.codemods_for(data, _registry().CODEMODS, _selection_for(d.path, d.root, config),
-                                    module_name=mod)
+    wanted = prefilter.codemods_for(data, codemods, select, module_name=discovery.module_name_for(d.path)[0],
+                                    present=present)
     if not wanted:
         return _SKIP, None
     return (_PASS_ONE if any(prefilter.publishes_facts(cm) for cm in wanted) else _REWRITE), None

@@ -138,9 +138,10 @@ class FastSearch:
         # a branch without a derivable literal (e.g. `(?i:...)`) is searched on its own, unguarded
         self.branches = [(bl[0] if bl is not None and len(bl) == 1 else b"", rx) for bl, rx in branches]
 
-    def __call__(self, data: bytes) -> bool:
+    def __call__(self, data: bytes, present: Optional["Present"] = None) -> bool:
         if self.branches is None:
             return self.pattern.search(data) is not None
+        seen = present.seen if present is not None else {}
         lowered: Optional[bytes] = None
         for lit, rx in self.branches:
             if lit[:1] == b"\0":
@@ -148,24 +149,45 @@ class FastSearch:
                     lowered = data.lower()
                 if lit[1:] not in lowered:
                     continue
-            elif lit not in data:
-                continue
+            else:
+                hit = seen.get(lit)
+                if hit is None:
+                    hit = seen[lit] = lit in data
+                if not hit:
+                    continue
             if rx.search(data) is not None:
                 return True
         return False
 
 
+class Present:
+    """Which byte strings occur in one file's bytes, each searched for once: both stages and every
+    codemod's tokens ask about the same few strings (`apex` alone is a token of five codemods)."""
+
+    __slots__ = ("data", "seen")
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.seen: Dict[bytes, bool] = {}
+
+    def __call__(self, token: bytes) -> bool:
+        hit = self.seen.get(token)
+        if hit is None:
+            hit = self.seen[token] = token in self.data
+        return hit
+
+
 _COARSE: Dict[int, FastSearch] = {}
 
 
-def coarse(data: bytes) -> bool:
+def coarse(data: bytes, present: Optional[Present] = None) -> bool:
     """Exactly `codemods.registry.may_need_work(data)`, at memchr speed for files that do not match."""
     from codemods import registry
     rx = registry.PREFILTER
     fs = _COARSE.get(id(rx))
     if fs is None or fs.pattern is not rx:
         fs = _COARSE[id(rx)] = FastSearch(rx)
-    return fs(data)
+    return fs(data, present)
 
 
 # -- stage 2: which codemods a file needs ---------------------------------------------------------
@@ -242,7 +264,7 @@ def _any_of(*checks: Refinement) -> Refinement:
     return lambda data, module_name, facts: any(c(data, module_name, facts) for c in checks)
 
 
-# Each entry mirrors an early exit of the codemod it names (keep them in step; tests/test_prefilter_exact.py
+# Each entry mirrors an early exit of the codemod it names (keep them in step; tests/test_engine_prefilter.py
 # runs every fixture with and without the prefilter and fails when they drift):
 # - amp, apex_modules, apex_parallel: every site is a name resolved under `apex` through an import.
 #   (amp's cross-module call sites are let through by `mentions_fact`.)
@@ -273,9 +295,11 @@ def fact_names(facts: Optional[RepoFacts]) -> Set[bytes]:
     return {n.encode("utf-8") for n in names if n}
 
 
-def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
+def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optional[RepoFacts] = None,
+                   present: Optional[Present] = None) -> bool:
     """Whether `cm` may rewrite or report anything in a file with these bytes."""
-    if not cm.matches(data):
+    has = present or Present(data)
+    if not any(has(token) for token in cm.PREFILTER):
         return publishes_facts(cm) and mentions_fact(data, facts, module_name)
     wants = getattr(cm, "wants", None)
     if callable(wants):  # a codemod may state its own exact second stage
@@ -284,7 +308,7 @@ def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optio
     if not refine:
         return True
     for token in cm.PREFILTER:
-        if token in data:
+        if has(token):
             check = refine.get(token)
             if check is None or check(data, module_name, facts):
                 return True
@@ -315,16 +339,53 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
     return any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
 
 
+def candidate(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool]) -> Optional[Present]:
+    """Stage 1 before pass 1 (no facts yet): None when no selected codemod can want the file, else
+    the token searches made so far, for `codemods_for` to reuse.
+
+    A file holding none of the selected codemods' tokens is answered first, with one search per
+    distinct token and no regex: no codemod can want it, whatever the registry regex says."""
+    present = Present(data)
+    if not any(present(token) for token in _tokens(selected(codemods, select))):
+        return None
+    return present if coarse(data, present) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _tokens_of(codemods: Tuple[Codemod, ...]) -> Tuple[bytes, ...]:
+    return tuple(dict.fromkeys(token for cm in codemods for token in cm.PREFILTER))
+
+
+def _tokens(codemods: Sequence[Codemod]) -> Tuple[bytes, ...]:
+    """The distinct PREFILTER tokens of `codemods`, in order."""
+    return _tokens_of(tuple(codemods))
+
+
 def codemods_for(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], bool], *,
                  module_name: str = "", facts: Optional[RepoFacts] = None,
-                 enabled: bool = True) -> List[Codemod]:
+                 enabled: bool = True, present: Optional[Present] = None) -> List[Codemod]:
     """The selected codemods that must run on a file (all selected ones when `enabled` is False)."""
-    out = []
-    for cm in codemods:
-        if not any(select(c) for c in cm.CODES):
-            continue
-        if not enabled or codemod_wanted(cm, data, module_name, facts):
-            out.append(cm)
+    chosen = selected(codemods, select)
+    if not enabled:
+        return list(chosen)
+    has = present or Present(data)
+    return [cm for cm in chosen if codemod_wanted(cm, data, module_name, facts, has)]
+
+
+_SELECTED: Dict[Tuple[int, int], Tuple[Sequence[Codemod], Callable[[str], bool], List[Codemod]]] = {}
+
+
+def selected(codemods: Sequence[Codemod], select: Callable[[str], bool]) -> List[Codemod]:
+    """The codemods with a rule code `select` keeps, worked out once per selection (a run asks for
+    every file with the same one)."""
+    key = (id(codemods), id(select))
+    hit = _SELECTED.get(key)
+    if hit is not None and hit[0] is codemods and hit[1] is select:
+        return hit[2]
+    if len(_SELECTED) > 64:  # per-file selections (per-file-ignores) must not pile up
+        _SELECTED.clear()
+    out = [cm for cm in codemods if any(select(c) for c in cm.CODES)]
+    _SELECTED[key] = (codemods, select, out)
     return out
 
 

@@ -88,6 +88,26 @@ def test_coarse_equals_registry_regex():
         assert prefilter.coarse(data) == may_need_work(data), data[:80]
 
 
+def test_token_first_screen_wants_what_both_stages_want():
+    """`candidate` skips files without any codemod token before stage 1: the codemods a file gets
+    must be exactly those of stage 1 then stage 2, for every selection."""
+    from codemods.registry import CODEMODS
+    samples = []
+    for p in glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True):
+        with open(p, "rb") as fh:
+            samples.append(fh.read())
+    rng = random.Random(2)
+    words = [b"apex", b"scaler", b"masked_fill", b"spawn", b"-1e9", b"float16", b".backward(", b"autocast",
+             b"from apex import amp", b"import torch.multiprocessing as mp", b"--local_rank'", b"x", b"\n"]
+    samples += [b" ".join(rng.choice(words) for _ in range(rng.randint(0, 5))) for _ in range(1500)]
+    for sel in (Selection(), Selection(select=["A2A6"]), Selection(ignore=["A2A1", "A2A4"])):
+        for data in samples:
+            expected = prefilter.codemods_for(data, CODEMODS, sel) if prefilter.coarse(data) else []
+            present = prefilter.candidate(data, CODEMODS, sel)
+            got = prefilter.codemods_for(data, CODEMODS, sel, present=present) if present is not None else []
+            assert [cm.NAME for cm in got] == [cm.NAME for cm in expected], data[:80]
+
+
 def test_literal_derivation_covers_every_branch():
     fs = prefilter.FastSearch(PREFILTER)
     assert fs.branches is not None, "the registry regex could not be split: coarse() falls back to it (slower)"
