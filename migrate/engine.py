@@ -545,9 +545,9 @@ def _run(paths: Sequence[str], config: RunConfig,
     cache = _open_cache(config)
     keys: List[Any] = [None] * len(files)
     kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
-    screened = [_screen_with_cache(d, config, cache, keys, i, kept) for i, d in enumerate(files)]
     result = RunResult(scanned=len(files))
     with FilePool(config.jobs) as pool:
+        screened = _screen_all(files, config, cache, keys, kept, pool)
         facts = RepoFacts()
         published: Dict[int, RepoFacts] = {}
         ready: Dict[int, FileResult] = {}  # results made before pass 2's pool (written, if asked, below)
@@ -620,27 +620,99 @@ class _KeptBytes(Dict[int, bytes]):
             self.total += len(data)
 
 
-def _screen_with_cache(d: discovery.Discovered, config: RunConfig, cache: Any, keys: List[Any], i: int,
-                       kept: _KeptBytes) -> Tuple[int, Optional[FileResult]]:
-    """`_screen`, answered from the cache for bytes it has screened before (keys[i] gets the file's
-    key); the bytes of a skipped or pass-1 Python file go to `kept[i]` while they fit the bound."""
+SCREEN_CHUNK = 128  # files per screening task in the pool
+MIN_POOL_SCREEN = 512  # fewer files to screen than this are screened in this process
+
+
+def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache: Any, keys: List[Any],
+                kept: _KeptBytes, pool: Any) -> List[Tuple[int, Optional[FileResult]]]:
+    """Each file's screen, in order. Files the cache does not answer are screened in the pool when
+    they are many (a big tree with few candidates spends its time here), in this process otherwise."""
+    screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
+    if cache is None:
+        todo = list(range(len(files)))
+        data_of: Dict[int, bytes] = {}
+    else:
+        todo, data_of = [], {}
+        for i, d in enumerate(files):
+            hit = _screen_from_cache(d, cache, keys, i, data_of)
+            if hit is None:
+                todo.append(i)
+            else:
+                screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
+    if len(todo) >= MIN_POOL_SCREEN and pool.parallel_for(len(todo)):
+        chunks = [[(i, files[i]) for i in todo[k:k + SCREEN_CHUNK]] for k in range(0, len(todo), SCREEN_CHUNK)]
+        for chunk in pool.map(_screen_task, [(c, config) for c in chunks], _screen_crashed, parallel=True):
+            for i, one, digest in chunk:
+                data = data_of.pop(i, None)
+                if cache is not None and keys[i] is not None and digest == keys[i][2]:
+                    cache.put(keys[i], "screen", one)  # screened from the bytes the key names
+                screened[i] = _kept_screen(one, files[i], i, data, kept)
+    else:
+        for i in todo:
+            d = files[i]
+            data = data_of.pop(i, None)
+            if data is None:
+                try:
+                    data = read_bytes(d.path)
+                except SourceError as e:
+                    screened[i] = (_SKIP, FileResult(d.path, d.kind, error=str(e)))
+                    continue
+            one = _screen_bytes(d, config, data)
+            if cache is not None and keys[i] is not None:
+                cache.put(keys[i], "screen", one)
+            screened[i] = _kept_screen(one, d, i, data, kept)
+    return screened  # type: ignore[return-value]
+
+
+def _screen_from_cache(d: discovery.Discovered, cache: Any, keys: List[Any], i: int,
+                       data_of: Dict[int, bytes]) -> Optional[Tuple[int, Optional[FileResult]]]:
+    """The cached screen of the file's bytes (keys[i] gets the file's key, data_of[i] its bytes),
+    a read error, or None when the bytes were not screened before."""
     try:
         data = read_bytes(d.path)
     except SourceError as e:
         return _SKIP, FileResult(d.path, d.kind, error=str(e))
-    screened: Optional[Tuple[int, Optional[FileResult]]] = None
-    if cache is not None:
-        from .cache import digest
-        module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
-        keys[i] = key = (f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest(data))
-        screened = cache.get(key, "screen")
-    if screened is None:
-        screened = _screen_bytes(d, config, data)
-        if cache is not None:
-            cache.put(keys[i], "screen", screened)
-    if screened[0] in (_SKIP, _PASS_ONE) and screened[1] is None and d.kind == discovery.PYTHON:
+    from .cache import digest
+    module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
+    keys[i] = key = (f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest(data))
+    data_of[i] = data
+    return cache.get(key, "screen")
+
+
+def _kept_screen(screened: Tuple[int, Optional[FileResult]], d: discovery.Discovered, i: int,
+                 data: Optional[bytes], kept: _KeptBytes) -> Tuple[int, Optional[FileResult]]:
+    """`screened`, after keeping the bytes of a skipped or pass-1 Python file (while they fit)."""
+    if data is not None and screened[0] in (_SKIP, _PASS_ONE) and screened[1] is None \
+            and d.kind == discovery.PYTHON:
         kept.keep(i, data)
     return screened
+
+
+def _screen_task(task: Tuple[List[Tuple[int, discovery.Discovered]], RunConfig]
+                 ) -> List[Tuple[int, Tuple[int, Optional[FileResult]], Optional[bytes]]]:
+    """Screen a chunk of files in a worker: (index, screen, digest of the bytes screened)."""
+    chunk, config = task
+    out = []
+    for i, d in chunk:
+        try:
+            data = read_bytes(d.path)
+        except SourceError as e:
+            out.append((i, (_SKIP, FileResult(d.path, d.kind, error=str(e))), None))
+            continue
+        one = _screen_bytes(d, config, data)
+        if config.cache_dir is not None:
+            from .cache import digest
+            out.append((i, one, digest(data)))
+        else:
+            out.append((i, one, None))
+    return out
+
+
+def _screen_crashed(task: Tuple[List[Tuple[int, discovery.Discovered]], RunConfig]
+                    ) -> List[Tuple[int, Tuple[int, Optional[FileResult]], Optional[bytes]]]:
+    """A chunk whose worker died: screened again here (reading and screening run no native code)."""
+    return _screen_task(task)
 
 
 def _cacheable(fr: Optional[FileResult], key: Any) -> bool:

@@ -54,8 +54,10 @@ class FilePool:
             self._executor = None
 
     def parallel_for(self, n: int, total_weight: float = 0.0) -> bool:
-        """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers."""
-        return self.jobs > 1 and (n >= self.min_items or (n >= 2 and total_weight >= MIN_POOL_BYTES))
+        """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers: any two
+        once the workers run (an earlier map started them), else enough items to pay for starting them."""
+        return self.jobs > 1 and (n >= self.min_items or (
+            n >= 2 and (self._executor is not None or total_weight >= MIN_POOL_BYTES)))
 
     def _start(self, n: int) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -63,15 +65,19 @@ class FilePool:
         return self._executor
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],
-            weight: Optional[Callable[[T], float]] = None) -> Iterator[R]:
+            weight: Optional[Callable[[T], float]] = None, parallel: Optional[bool] = None) -> Iterator[R]:
         """`fn(item)` for each item, yielded in input order as results become available.
 
         `fn` must be a module-level function (it is pickled by reference) and must not raise. With
         `weight`, the heaviest items are submitted first (a few large files then do not end the run
         on one busy worker while the others idle); results still come back in input order.
+        `parallel` overrides `parallel_for` (for items that are batches of files).
         """
-        total = sum(weight(item) for item in items) if weight is not None and len(items) < self.min_items else 0.0
-        if not self.parallel_for(len(items), total):
+        if parallel is None:
+            total = sum(weight(item) for item in items) if weight is not None and len(items) < self.min_items \
+                else 0.0
+            parallel = self.parallel_for(len(items), total)
+        if not parallel or self.jobs < 2:
             for item in items:
                 yield fn(item)
             return

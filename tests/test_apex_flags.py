@@ -119,3 +119,45 @@ def test_comments_above_a_removed_elif_stay_before_what_follows():
                  "    return y\n")
     res = _rewrite(src)
     assert "        y = 2\n    # above the elif\n    # above the else\n    else:\n        y = 4\n" in res.new_text
+
+
+SCOPING_SHAPES = [
+    TRY + "\n\ndef use():\n    return F\n",
+    TRY + "\n\nclass C:\n    F = 1\n\n    def m(self):\n        return F\n",
+    TRY + "\n\ndef f(F=F):\n    return F\n",
+    TRY + "\n\ng = lambda F: F\nh = lambda x=F: x\n",
+    TRY + "\n\nprint([F for F in range(3)], [F for x in range(3)])\n",
+    TRY + "\n\nif (F := 3):\n    pass\n",
+    TRY + "\n\nmatch 1:\n    case F:\n        pass\n",
+    TRY + "\n\nfor F in range(2):\n    pass\nprint(F)\n",
+    TRY + "\n\nwith open('x') as F:\n    pass\n",
+    TRY + "\n\ntry:\n    pass\nexcept OSError as F:\n    pass\n",
+    TRY + "\n\nfrom os import path as F\n",
+    TRY + "\n\nimport F\n",
+    TRY + "\n\ndef f():\n    F = 2\n    return F\n\n\ndef g():\n    return F\n",
+    TRY + "\n\ndef f():\n    global F\n    return F\n",
+    TRY + "\n\nx: 'F' = 1\ny = F\n",
+    TRY + "\n\nF.attr = 1\nobj.F = F\ncall(F=F)\n",
+    TRY + "\n\n(a, (F, b)) = 1, (2, 3)\n",
+    TRY + "\n\ndef f(*, F):\n    return F\n",
+    TRY + "\n\nclass K(base, metaclass=F):\n    x = F\n",
+    TRY + "\n\nprint(f'{F}', F[0], -F, not F)\n",
+    "def setup():\n" + "".join("    " + line + "\n" for line in TRY.splitlines()) + "    return F\n",
+    "def setup():\n" + "".join("    " + line + "\n" for line in TRY.splitlines()) + "    return F\n\n\n"
+    "def other():\n    return F\n",
+]
+
+
+@pytest.mark.parametrize("src", [c.before for c in FLAG_CASES] + SCOPING_SHAPES)
+def test_index_flag_reads_agree_with_libcst_scope_analysis(src, monkeypatch):
+    """The index answers module-level flags nothing else binds; libcst's ScopeProvider answers the
+    rest. Where the index answers, both must give the same rewrite and findings."""
+    import codemods.imports as imports
+
+    def summary():
+        res = rewrite_source(src, path="m.py", module_name="m", select=Selection())
+        return res.new_text, res.error, [(f.code, f.line, f.message) for f in res.findings]
+
+    fast = summary()
+    monkeypatch.setattr(imports, "_plain_flag_reads", lambda *a: None)
+    assert fast == summary()
