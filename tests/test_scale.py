@@ -72,3 +72,32 @@ def test_a_few_heavy_files_go_to_workers_and_light_ones_stay_in_process():
 
 def _pid_of(item):
     return os.getpid()
+
+
+def test_screening_in_the_pool_agrees_with_screening_here(tmp_path, monkeypatch):
+    import migrate.engine as engine
+    from migrate.pool import FilePool
+    treegen.generate(str(tmp_path / "t"), files=120, legacy_ratio=0.1, seed=5)
+    (tmp_path / "t" / "binary.py").write_bytes(b"\x00\x01\x02 not python \xff")
+    (tmp_path / "t" / "latin.py").write_bytes(b"# -*- coding: ascii -*-\nx = '\xe9'\n")
+    monkeypatch.setattr(engine, "MIN_POOL_SCREEN", 8)
+    monkeypatch.setattr(engine, "SCREEN_CHUNK", 16)
+    mapped = []
+    real_map = FilePool.map
+
+    def spy(self, fn, items, *a, **k):
+        mapped.append((fn.__name__, self.parallel_for(len(items)) or k.get("parallel")))
+        return real_map(self, fn, items, *a, **k)
+
+    monkeypatch.setattr(FilePool, "map", spy)
+    summary = lambda r: [(f.path, f.new_text, f.error, [(x.code, x.line, x.message) for x in f.findings])
+                         for f in r.files]
+    here = summary(run([str(tmp_path / "t")], RunConfig(jobs=1)))
+    assert ("_screen_task", True) not in mapped
+    pooled = summary(run([str(tmp_path / "t")], RunConfig(jobs=2)))
+    assert ("_screen_task", True) in mapped
+    assert pooled == here
+    assert sum(1 for _, _, error, _ in here if error) == 2
+    cache = str(tmp_path / "cache")
+    assert summary(run([str(tmp_path / "t")], RunConfig(jobs=2, cache_dir=cache))) == here
+    assert summary(run([str(tmp_path / "t")], RunConfig(jobs=2, cache_dir=cache))) == here  # from the cache
