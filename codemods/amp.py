@@ -35,6 +35,9 @@ _REGION_STOPPERS = (cst.Return, cst.Break, cst.Continue, cst.Yield, cst.Function
                     cst.Nonlocal)
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
+# `net = DDP(model)`, `net = torch.compile(model)`: the forward pass runs through the wrapper
+_MODEL_WRAPPERS = ("DistributedDataParallel", "DDP", "DataParallel", "FullyShardedDataParallel", "FSDP", "compile")
+_MODEL_MOVES = ("to", "cuda", "half", "float", "bfloat16", "train", "eval")  # nn.Module methods returning self
 
 
 def _expr(code: str) -> cst.BaseExpression:
@@ -165,6 +168,7 @@ class _Analysis:
         self.param_funcs: List[cst.FunctionDef] = []
         self.exported_funcs: List[str] = []
         self.models: Set[str] = set()
+        self._called_models: Optional[Set[str]] = None
         self.optimizers: Set[str] = set()
         self.init_func: Optional[cst.FunctionDef] = None
         self.scaler_ref = "scaler"
@@ -692,8 +696,10 @@ class _Analysis:
             if any(self.index.contains(d, s) for d in self.dropped):
                 return
         if model_start is None:
-            self.report(anchor, R.NO_REGION, "no call of the amp model found before the loss: only the loss statement "
-                                             "is wrapped in autocast; widen the region to the forward pass", fixed=False)
+            self.report(anchor, R.NO_REGION, f"{self._model_not_called()} among the statements the loss is computed "
+                                             "from: only the loss statement is wrapped in autocast; if the forward "
+                                             "pass runs elsewhere or under another name, widen the region to it",
+                        fixed=False)
         for (b, f, l) in self._regions:
             if b is block and not (end < f or start > l):
                 return  # overlapping region already planned
@@ -733,10 +739,45 @@ class _Analysis:
             out |= {n for n in assigned_names(s) if "." not in n}
         return out
 
+    def _model_not_called(self) -> str:
+        """What `_calls_model` looked for and did not find, for a finding's text."""
+        if not self.models:
+            return "no call of a parameter or `self.<attr>` (the model passed in)"
+        names = ", ".join(f"`{m}`" for m in sorted(self.models))
+        return f"no call of {names} (the model `amp.initialize` returned)"
+
+    def _model_names(self) -> Set[str]:
+        """The amp models and the names they are assigned to wrapped or moved (`net = DDP(model)`,
+        `m = model.cuda()`), gathered once the models are known."""
+        if self._called_models is None or not self.models <= self._called_models:
+            names = set(self.models)
+            grew = bool(names)
+            while grew:
+                grew = False
+                for call in self.index.calls:
+                    stmt = self.parent(call)
+                    if not (isinstance(stmt, cst.Assign) and stmt.value is call and len(stmt.targets) == 1):
+                        continue
+                    target = norm_code(stmt.targets[0].target)
+                    if target not in names and self._wraps_model(call, names):
+                        names.add(target)
+                        grew = True
+            self._called_models = names
+        return self._called_models
+
+    @staticmethod
+    def _wraps_model(call: cst.Call, names: Set[str]) -> bool:
+        f = call.func
+        if isinstance(f, cst.Attribute) and f.attr.value in _MODEL_MOVES and norm_code(f.value) in names:
+            return True
+        last = (dotted_name(f) or "").rpartition(".")[2]
+        return last in _MODEL_WRAPPERS and bool(call.args) and call.args[0].keyword is None and \
+            norm_code(call.args[0].value) in names
+
     def _calls_model(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef] = None) -> bool:
-        """Whether `stmt` calls an amp model; without an `initialize` in this module, any callable
-        parameter or `self.<attr>` counts (the model arrives as an argument)."""
-        models = self.models
+        """Whether `stmt` calls an amp model (or a wrapper of it); without an `initialize` in this
+        module, any callable parameter or `self.<attr>` counts (the model arrives as an argument)."""
+        models = self._model_names() if self.models else self.models
         callables: Set[str] = set()
         if not models:
             callables = param_names(func) - {"self", "cls"} if func is not None else set()

@@ -620,8 +620,8 @@ class _KeptBytes(Dict[int, bytes]):
             self.total += len(data)
 
 
-SCREEN_CHUNK = 128  # files per screening task in the pool
-MIN_POOL_SCREEN = 512  # fewer files to screen than this are screened in this process
+SCREEN_CHUNK = 128  # at most this many files per screening task in the pool (4 tasks per worker at least)
+MIN_POOL_SCREEN = 256  # fewer files to screen than this are screened in this process
 
 
 def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache: Any, keys: List[Any],
@@ -641,7 +641,8 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
             else:
                 screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
     if len(todo) >= MIN_POOL_SCREEN and pool.parallel_for(len(todo)):
-        chunks = [[(i, files[i]) for i in todo[k:k + SCREEN_CHUNK]] for k in range(0, len(todo), SCREEN_CHUNK)]
+        size = max(1, min(SCREEN_CHUNK, -(-len(todo) // (4 * pool.jobs))))
+        chunks = [[(i, files[i]) for i in todo[k:k + size]] for k in range(0, len(todo), size)]
         for chunk in pool.map(_screen_task, [(c, config) for c in chunks], _screen_crashed, parallel=True):
             for i, one, digest in chunk:
                 data = data_of.pop(i, None)

@@ -43,3 +43,13 @@ def test_remaining_apex_uses_have_findings(path):
     open_lines = {f.new_line or f.line for f in res.findings if not f.fixed}
     for line in _apex_use_lines(res.new_text):
         assert line in open_lines, f"apex still used at line {line} without a finding:\n{res.new_text}"
+
+
+def test_region_not_found_names_the_model_it_looked_for():
+    import golden
+    from migrate.engine import Selection, rewrite_source
+    case = next(c for c in golden.collect() if c.name == "forward_under_unknown_name")
+    res = rewrite_source(case.before, path="m.py", module_name="m", select=Selection())
+    [msg] = [f.message for f in res.findings if f.code == "A2A116"]
+    assert msg.startswith("no call of `model` (the model `amp.initialize` returned)"), msg
+    assert "under another name" in msg
