@@ -9,6 +9,7 @@ still used keep their import and get a finding.
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -89,16 +90,22 @@ class RemoveApexImports(Codemod):
                                               "check that apex is installed: it stays while the code it guards "
                                               "may need apex")
         # flags and `amp is None` checks inside other expressions fold to constants
-        removable = {name for name in locals_ if not uses.get(name) and name not in probes}
+        typed = _forward_references(ModuleIndex.of(module), locals_)
+        removable = {name for name in locals_ if not uses.get(name) and name not in probes and name not in typed}
         kept = locals_ - removable
         if kept:
             # something from apex is still used: leave guards and flags alone
             for name in sorted(kept - set(probes)):
                 for stmt in table.statements.get(name, [])[:1]:
+                    if not uses.get(name):
+                        ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is named in a string annotation or "
+                                                          "`cast()`: its import stays for type checkers; migrate "
+                                                          "those, then remove it")
+                        continue
                     ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} use(s)); "
                                                       "its import stays until those are migrated")
                 seen_lines: Set[int] = set()
-                for use in uses[name]:
+                for use in uses.get(name, []):
                     line = ctx.line_of(use)
                     if line in seen_lines:
                         continue
@@ -224,6 +231,42 @@ def _apex_uses(module: cst.Module, homes: Dict[str, Set[int]], locals_: Set[str]
 
     index.walk_pruned(visit)
     return uses, guard_stmts, fallback_assigns, guard_comparisons
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _forward_references(index: ModuleIndex, names: Set[str]) -> Set[str]:
+    """The `names` a string annotation (`x: "FusedAdam"`, `Optional["FusedAdam"]`) or the type
+    argument of `cast("FusedAdam", ...)` refers to: a type checker reads them, so their imports
+    (often under `if TYPE_CHECKING:`) are not unused."""
+    out: Set[str] = set()
+    for s in index.strings:
+        if not any(name in s.value for name in names) or not _is_type_string(s, index):
+            continue
+        try:
+            text = s.evaluated_value
+        except Exception:  # pragma: no cover - a string libcst cannot evaluate names nothing
+            continue
+        if isinstance(text, str):
+            out.update(names.intersection(_IDENTIFIER.findall(text)))
+    return out
+
+
+def _is_type_string(s: cst.SimpleString, index: ModuleIndex) -> bool:
+    """Whether `s` is (inside) an annotation, or the first argument of a `cast(...)` call."""
+    parent = index.parent(s)
+    if isinstance(parent, cst.Arg) and parent.keyword is None:
+        call = index.parent(parent)
+        if isinstance(call, cst.Call) and call.args and call.args[0] is parent and \
+                (dotted_name(call.func) or "").rpartition(".")[2] == "cast":
+            return True
+    for a in index.ancestors(s):
+        if isinstance(a, cst.Annotation):
+            return True
+        if isinstance(a, (cst.BaseStatement, cst.BaseSmallStatement)):
+            return False
+    return False
 
 
 def _scope_id(node: cst.CSTNode, index: ModuleIndex) -> int:
