@@ -255,7 +255,9 @@ LEFTOVER = rule(
     fixes=False, severity=WARNING,
     why="""
 Some apex use could not be migrated, so its import stays and the module still needs apex at run time.
-The other findings on this file say what to do.""",
+The other findings on this file say what to do. An apex name that only a string annotation or a
+`cast("Name", ...)` names (often imported under `if TYPE_CHECKING:`) also keeps its import: a type
+checker reads it; change those annotations, then drop the import.""",
     before="""
 from apex import amp""",
     after="")
