@@ -440,7 +440,8 @@ def pass_one_file(d: discovery.Discovered, config: RunConfig) -> Tuple[RepoFacts
     return published, _slim(fr)
 
 
-# What the cheap screen of a file decided: nothing to do, pass 2 only, or pass 1 (it may publish facts).
+# What the cheap screen of a file decided: nothing to do, pass 2 only (launch scripts and notebooks,
+# which read the facts of every Python file), or pass 1 (every Python file a codemod wants).
 _SKIP, _REWRITE, _PASS_ONE = 0, 1, 2
 
 
@@ -469,7 +470,11 @@ def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tu
                                     present=present)
     if not wanted:
         return _SKIP, None
-    return (_PASS_ONE if any(prefilter.publishes_facts(cm) for cm in wanted) else _REWRITE), None
+    # Every Python candidate goes to pass 1, not only those of fact-publishing codemods: a file's
+    # pass-1 rewrite stands unless it names a fact another file published (`_still_valid`), so the
+    # files that need no facts are not held back behind pass 1, and pass 1 and 2 do not wait on
+    # each other.
+    return _PASS_ONE, None
 
 
 def _slim(fr: FileResult) -> FileResult:
