@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from . import amp, apex_modules, apex_parallel, cuda_amp, hazards, imports, launch, manual_scaling
+from . import amp, amp_unresolved, apex_modules, apex_parallel, cuda_amp, hazards, imports, launch, manual_scaling
 from .base import Codemod
 
 
@@ -16,6 +16,7 @@ def all_codemods() -> List[Codemod]:
     return [
         cuda_amp.DeprecatedCudaAmpToTorchAmp(),
         amp.ApexAmpToTorchAmp(),
+        amp_unresolved.UnresolvedAmpApi(),
         apex_modules.ApexModulesToTorch(),
         manual_scaling.ManualLossScalingToGradScaler(),
         apex_parallel.ApexParallelToTorchDDP(),
@@ -31,7 +32,7 @@ CODEMODS: List[Codemod] = all_codemods()
 PREFILTER = re.compile(
     rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
     rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
-    rb"BCELoss|binary_cross_entropy|scale_loss|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler"
+    rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler"
 )
 
 
