@@ -8,6 +8,7 @@ import re
 import jsonschema
 import pytest
 
+import codemods.registry  # noqa: F401 - registers every rule in RULES (run alone, nothing else would)
 from codemods.base import FIX, INFO, RULES, WARNING, Finding
 from migrate.engine import FileResult, RunResult
 from migrate.formats import render
