@@ -13,7 +13,7 @@ import libcst as cst
 
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts
-from .edits import EditPlan, apply_plan
+from .edits import EditPlan, apply_plan, indent_continuations
 from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
@@ -711,8 +711,10 @@ class _Analysis:
         head = _expr(f"torch.autocast({', '.join(args)})")
         self.needs_torch = True
 
+        indent = self.module.default_indent
+
         def make(stmts: List[cst.BaseStatement], head: cst.BaseExpression = head) -> cst.BaseStatement:
-            return cst.With(items=[cst.WithItem(head)], body=cst.IndentedBlock(body=stmts))
+            return cst.With(items=[cst.WithItem(head)], body=cst.IndentedBlock(body=indent_continuations(stmts, indent)))
 
         self.plan.wrap(rng[0], rng[-1], make)
         self.report(rng[0], R.AUTOCAST, f"forward and loss wrapped in `torch.autocast({', '.join(args)})`", fixed=True)

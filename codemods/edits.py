@@ -11,6 +11,7 @@ on to the statement after it.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
@@ -427,3 +428,31 @@ def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
                 break
             needed.add(id(a))
     return module.visit(_Apply(plan, needed))
+
+
+_CONTINUATION = re.compile(r"\\\r?\n")
+
+
+class _ContinuationIndent(cst.CSTTransformer):
+    def __init__(self, extra: str):
+        super().__init__()
+        self.extra = extra
+
+    def leave_SimpleWhitespace(self, original_node: cst.SimpleWhitespace,
+                               updated_node: cst.SimpleWhitespace) -> cst.SimpleWhitespace:
+        if "\\" not in updated_node.value:
+            return updated_node
+        return updated_node.with_changes(value=_CONTINUATION.sub(lambda m: m.group(0) + self.extra,
+                                                                 updated_node.value))
+
+
+def indent_continuations(stmts: Sequence[cst.BaseStatement], extra: str) -> List[cst.BaseStatement]:
+    """`stmts`, about to move `extra` deeper (into a new block), with the lines continued by a backslash
+    moved as well: libcst re-indents statements and bracketed continuation lines, but keeps the
+    whitespace after a backslash as written."""
+    out: List[cst.BaseStatement] = []
+    for stmt in stmts:
+        if extra and "\\" in cst.Module([]).code_for_node(stmt):
+            stmt = stmt.visit(_ContinuationIndent(extra))  # type: ignore[assignment]
+        out.append(stmt)
+    return out

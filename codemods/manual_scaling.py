@@ -25,7 +25,7 @@ import libcst as cst
 
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan
+from .edits import EditPlan, apply_plan, indent_continuations
 from .hazards import _WORD, FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
@@ -394,7 +394,7 @@ class _Migration:
             if region is None:
                 continue
             first, last = region
-            self.plan.wrap(first, last, _autocast_maker(self.device, dtype))
+            self.plan.wrap(first, last, _autocast_maker(self.device, dtype, self.module.default_indent))
         self.report(call, "A2A501", "FP16_Optimizer -> fp32 model + torch.autocast + "
                     + (f"{self.gs} ({note})" if use_scaler else "bf16 autocast without a scaler"), fixed=True)
         if use_scaler and "static" in note:
@@ -777,11 +777,11 @@ def _divides_grads(loop: cst.For, scale: cst.BaseExpression) -> bool:
     return False
 
 
-def _autocast_maker(device: str, dtype: str):
+def _autocast_maker(device: str, dtype: str, indent: str):
     def make(stmts: List[cst.BaseStatement]) -> cst.BaseStatement:
         head = cst.parse_statement(f"with torch.autocast(\"{device}\", dtype=torch.{dtype}):\n    pass\n")
         assert isinstance(head, cst.With)
-        return head.with_changes(body=head.body.with_changes(body=stmts))
+        return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
     return make
 
 
