@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -91,7 +91,9 @@ mp.spawn passed each worker its index on this machine, and single-node code ofte
 global rank too: `DistributedSampler(dataset, rank=rank)`, `if rank == 0: save(...)`. After the move to
 torchrun the worker receives LOCAL_RANK, which repeats on every node: on more than one node the
 shards overlap and every node's first process logs and saves. Use `dist.get_rank()` (or
-`int(os.environ["RANK"])`) for those, and keep the local rank for the device.""",
+`int(os.environ["RANK"])`) for those, and keep the local rank for the device. The worker's index is
+followed into the functions of the same module it is passed to (`train(args, gpu)`); a worker that
+computes its global rank (`node_rank * ngpus + gpu`) is not reported.""",
      before="sampler = DistributedSampler(dataset, rank=rank)\nif rank == 0:\n    save(model)",
      after="sampler = DistributedSampler(dataset, rank=dist.get_rank())\nif dist.get_rank() == 0:\n    save(model)")
 
@@ -448,25 +450,55 @@ class SpawnToTorchrun(Codemod):
 
     def _local_index_as_rank(self, fdef: cst.FunctionDef, local_param: str, rank_worker: Set[str]) -> None:
         """Report (once) where the worker reads its process index as the global rank: a sampler shard or
-        a `== 0` gate. Under torchrun that index is LOCAL_RANK, which repeats on every node."""
+        a `== 0` gate, in the worker or in a function of this module it hands the index to (`train(args,
+        gpu)`, `main_worker(rank=gpu)`). Under torchrun that index is LOCAL_RANK, which repeats on
+        every node."""
         if len(rank_worker) > 1:
             return  # the worker computes its global rank (node_rank * ngpus + index) and uses that
-        for c in self._calls_in(fdef):
+        todo: List[Tuple[cst.FunctionDef, str]] = [(fdef, local_param)]
+        seen: Set[Tuple[int, str]] = set()
+        while todo and len(seen) < 16:
+            func, param = todo.pop(0)
+            if (id(func), param) in seen:
+                continue
+            seen.add((id(func), param))
+            hit = self._index_read_as_rank(func, param)
+            if hit is not None:
+                self._report_local_rank(hit, param, None if func is fdef else fdef.name.value)
+                return
+            for c in self._calls_in(func):
+                callee = self._module_function(c.func)
+                received = _parameter_receiving(c, callee, param) if callee is not None else None
+                if received is not None:
+                    todo.append((callee, received))  # type: ignore[arg-type]
+
+    def _index_read_as_rank(self, func: cst.FunctionDef, param: str) -> Optional[cst.CSTNode]:
+        """A `DistributedSampler(rank=param)` or a `param == 0` in `func`, if any."""
+        for c in self._calls_in(func):
             if (dotted_name(c.func) or "").rpartition(".")[2] == "DistributedSampler":
                 rank = next((a for a in c.args if a.keyword is not None and a.keyword.value == "rank"), None)
-                if rank is not None and isinstance(rank.value, cst.Name) and rank.value.value == local_param:
-                    self._report_local_rank(c, local_param)
-                    return
+                if rank is not None and isinstance(rank.value, cst.Name) and rank.value.value == param:
+                    return c
         for node in self.index.nodes:
-            if type(node) is cst.Comparison and self.index.contains(fdef, node) and \
-                    _compares_to_zero(node, local_param):  # type: ignore[arg-type]
-                self._report_local_rank(node, local_param)
-                return
+            if type(node) is cst.Comparison and self.index.contains(func, node) and \
+                    _compares_to_zero(node, param):  # type: ignore[arg-type]
+                return node
+        return None
 
-    def _report_local_rank(self, node: cst.CSTNode, local_param: str) -> None:
-        self.ctx.report(node, "A2A412", f"`{local_param}` is torchrun's LOCAL_RANK now, the same on every node: "
-                        "for sampler shards and rank-0 gates use `dist.get_rank()` (or RANK) when you run on more "
-                        "than one node")
+    def _module_function(self, func: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+        """The module-level function of this module that a call of `func` (a plain name) runs."""
+        if not isinstance(func, cst.Name):
+            return None
+        for f in self.index.functions:
+            if f.name.value == func.value and isinstance(self.index.parent(f), cst.Module):
+                return f
+        return None
+
+    def _report_local_rank(self, node: cst.CSTNode, local_param: str, handed_by: Optional[str] = None) -> None:
+        origin = f" (the process index `{handed_by}` hands on)" if handed_by else ""
+        self.ctx.report(node, "A2A412", f"`{local_param}`{origin} is torchrun's LOCAL_RANK now, the same on every "
+                        "node: for sampler shards and rank-0 gates use `dist.get_rank()` (or RANK) when you run on "
+                        "more than one node")
 
     def _init_call(self, c: cst.Call, rank_worker: Set[str], world_worker: Set[str]) -> bool:
         """Plan the env:// form of one init_process_group; False when torchrun's ranks cannot be matched (A2A409)."""
@@ -735,6 +767,25 @@ def _is_rank_arithmetic(value: cst.BaseExpression, local: str) -> bool:
         if isinstance(a, cst.Name) and a.value == local and local not in names_read(b) and not _has_effects(b):
             return True
     return False
+
+
+def _parameter_receiving(call: cst.Call, callee: cst.FunctionDef, name: str) -> Optional[str]:
+    """The parameter of `callee` that receives the plain name `name` in `call` (positionally, before any
+    `*args`, or by keyword), or None."""
+    params = callee.params
+    positional = list(params.posonly_params) + list(params.params)
+    unpacked = False  # a `*args` before it: positions no longer tell the parameter
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            unpacked = True
+            continue
+        if not (isinstance(arg.value, cst.Name) and arg.value.value == name):
+            continue
+        if arg.keyword is not None:
+            known = {p.name.value for p in positional + list(params.kwonly_params)}
+            return arg.keyword.value if arg.keyword.value in known else None
+        return positional[i].name.value if i < len(positional) and not unpacked else None
+    return None
 
 
 def _compares_to_zero(node: cst.Comparison, name: str) -> bool:
