@@ -178,6 +178,7 @@ class _Apply(cst.CSTTransformer):
         # can be reused by another node once the first is freed, and would mark an unrelated block
         self.emptied: Dict[int, cst.CSTNode] = {}
         self.carried: Dict[int, Lines] = {}  # id(original stmt) -> comments of a statement that went
+        self.elifs: Set[int] = set()  # ids of planned `if` nodes that are an `elif` (their parent's orelse)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # subtrees without any planned edit are kept as they are, unvisited
@@ -237,6 +238,8 @@ class _Apply(cst.CSTTransformer):
         self.produced[id(original_node)] = len(out)
         if len(out) == 1 and out[0] is updated_node:
             return updated_node
+        if id(original_node) in self.elifs:
+            return _as_elif(out)
         if not out:
             return cst.RemovalSentinel.REMOVE
         return cst.FlattenSentinel(out)
@@ -427,7 +430,22 @@ def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
             if id(a) in needed:
                 break
             needed.add(id(a))
-    return module.visit(_Apply(plan, needed))
+    apply = _Apply(plan, needed)
+    for node in targets:
+        parent = index.parent(node)
+        if isinstance(node, cst.If) and isinstance(parent, cst.If) and parent.orelse is node:
+            apply.elifs.add(id(node))
+    return module.visit(apply)
+
+
+def _as_elif(stmts: List[cst.CSTNode]) -> Union[cst.If, cst.Else, cst.RemovalSentinel]:
+    """What an `elif` planned to become statements turns into in its parent's `orelse`: another
+    `elif`, an `else:` holding the statements (they ran only when the tests above failed), or nothing."""
+    if not stmts:
+        return cst.RemovalSentinel.REMOVE
+    if len(stmts) == 1 and isinstance(stmts[0], cst.If):
+        return stmts[0]
+    return cst.Else(body=cst.IndentedBlock(body=stmts))  # type: ignore[arg-type]
 
 
 _CONTINUATION = re.compile(r"\\\r?\n")

@@ -737,7 +737,9 @@ class SpawnToTorchrun(Codemod):
                 addr, port = m.group(1), m.group(2)
         multi = (f"torchrun --nnodes={nnodes} --node_rank={node_rank} --master_addr={addr} --master_port={port} "
                  f"--nproc_per_node={nproc} {tail}")
-        self.ctx.launch_notes.append({"path": path, "command": single, "multi_node": multi})
+        note = {"path": path, "command": single, "multi_node": multi}
+        if note not in self.ctx.launch_notes:  # spawns in both branches of an `if` launch the same way
+            self.ctx.launch_notes.append(note)
 
 
 def _assignments(scope: cst.CSTNode) -> List[cst.Assign]:
