@@ -198,8 +198,14 @@ class SpawnToTorchrun(Codemod):
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
         self.argparse = _argparse_options(module)
         self._local_rank_arguments()
+        spawns = [c for c in self.index.calls if self.table.refers_to(c.func, *SPAWN)]
+        tangled = self._tangled_spawns(spawns)
         for call in self.index.calls:
-            if self.table.refers_to(call.func, *SPAWN):
+            if id(call) in tangled:
+                ctx.report(call, "A2A406", "several mp.spawn calls that can run in one process (one after the "
+                           "other, the same worker twice, or a worker that spawns itself): torchrun starts the "
+                           "script's processes once, so each phase needs its own launch; migrate by hand")
+            elif self.table.refers_to(call.func, *SPAWN):
                 self._spawn(call)
             elif self.table.refers_to(call.func, *START_PROCESSES):
                 ctx.report(call, "A2A406", "start_processes: call the worker with int(os.environ['LOCAL_RANK']) "
@@ -211,6 +217,32 @@ class SpawnToTorchrun(Codemod):
             new = ensure_imports(new, ["os"])
             new = _drop_unused_multiprocessing_import(new, ctx)
         return new
+
+    def _tangled_spawns(self, spawns: List[cst.Call]) -> Set[int]:
+        """ids of the spawn calls one torchrun launch cannot stand for: two in one function that are not
+        in different branches of an `if`, two of the same worker, a worker that spawns itself."""
+        def worker(c: cst.Call) -> Optional[str]:
+            return dotted_name(c.args[0].value) if c.args and c.args[0].keyword is None else None
+
+        out: Set[int] = set()
+        for i, a in enumerate(spawns):
+            home = self.index.enclosing_function(a)
+            if home is not None and worker(a) == home.name.value:
+                out.add(id(a))
+            for b in spawns[i + 1:]:
+                same_home = home is self.index.enclosing_function(b)
+                if (same_home and not self._exclusive(a, b)) or (not same_home and worker(a) == worker(b)):
+                    out.update((id(a), id(b)))
+        return out
+
+    def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether `a` and `b` sit in different branches of one if/elif/else chain."""
+        above_a = {id(n) for n in self.index.ancestors(a)}
+        for node in self.index.ancestors(b):
+            if id(node) in above_a:  # the nearest common ancestor
+                return isinstance(node, cst.If) and \
+                    self.index.contains(node.body, a) != self.index.contains(node.body, b)
+        return False
 
     # -- --local_rank ---------------------------------------------------------------------------------
     def _local_rank_arguments(self) -> None:
