@@ -74,17 +74,20 @@ def test_whole_run_same_with_and_without_prefilter(tree, tmp_path):
     assert _run_summary(on, str(work)) == _run_summary(off, str(work))
 
 
-def test_coarse_equals_registry_regex():
+def _samples(seed: int, words, count: int, longest: int):
+    """Every fixture's bytes, then `count` random phrases of up to `longest` of `words`."""
     samples = []
     for p in glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True):
         with open(p, "rb") as fh:
             samples.append(fh.read())
-    rng = random.Random(1)
+    rng = random.Random(seed)
+    return samples + [b" ".join(rng.choice(words) for _ in range(rng.randint(0, longest))) for _ in range(count)]
+
+
+def test_coarse_equals_registry_regex():
     words = [b"apex", b"amp", b"spawn", b"spawned", b"-1e9", b"1e-9", b"float('-inf')", b'float("-inf")',
              b"cuda.amp", b"torch.cuda import amp", b"local_rank", b"MASTER_PORT", b".half()", b"x", b"\n"]
-    for _ in range(2000):
-        samples.append(b" ".join(rng.choice(words) for _ in range(rng.randint(0, 6))))
-    for data in samples:
+    for data in _samples(1, words, 2000, 6):
         assert prefilter.coarse(data) == may_need_work(data), data[:80]
 
 
@@ -92,14 +95,9 @@ def test_token_first_screen_wants_what_both_stages_want():
     """`candidate` skips files without any codemod token before stage 1: the codemods a file gets
     must be exactly those of stage 1 then stage 2, for every selection."""
     from codemods.registry import CODEMODS
-    samples = []
-    for p in glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True):
-        with open(p, "rb") as fh:
-            samples.append(fh.read())
-    rng = random.Random(2)
     words = [b"apex", b"scaler", b"masked_fill", b"spawn", b"-1e9", b"float16", b".backward(", b"autocast",
              b"from apex import amp", b"import torch.multiprocessing as mp", b"--local_rank'", b"x", b"\n"]
-    samples += [b" ".join(rng.choice(words) for _ in range(rng.randint(0, 5))) for _ in range(1500)]
+    samples = _samples(2, words, 1500, 5)
     for sel in (Selection(), Selection(select=["A2A6"]), Selection(ignore=["A2A1", "A2A4"])):
         for data in samples:
             expected = prefilter.codemods_for(data, CODEMODS, sel) if prefilter.coarse(data) else []
