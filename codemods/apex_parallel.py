@@ -105,7 +105,9 @@ rule("A2A203", "apex-ddp-allreduce-toggle", "apex DDP disable_allreduce()/enable
      fixes=False, severity=WARNING,
      why="""
 torch DDP has no disable_allreduce/enable_allreduce. Wrap the backward passes that must not all-reduce
-(gradient accumulation micro-steps) in `with model.no_sync():` instead.""",
+(gradient accumulation micro-steps) in `with model.no_sync():` instead. Until then the module keeps
+apex DDP (its constructor and import are not rewritten): a torch DDP there would fail at the first
+toggle. Rerun apex2amp once the toggles are gone.""",
      before="""
 model.disable_allreduce()
 loss.backward()
@@ -382,11 +384,21 @@ class ApexParallelToTorchDDP(Codemod):
                 continue  # `import apex.parallel.X as N` is rare; leave it to attribute handling
             replace_names[local] = (apex_qs[0],) + CLASS_MAP[apex_qs[0]]
 
+        # a module that toggles apex DDP's all-reduce keeps apex DDP: torch DDP has no such methods, and the
+        # pattern (no_sync() around the micro-step backward passes) is for a person to rewrite
+        toggled = bool(refs.toggles) and any(q in DDP_NAMES for _, q in refs.calls)
         # calls
         for call, q in refs.calls:
             if isinstance(call.func, cst.Name) and call.func.value in blocked:
                 continue
             if ctx.suppressed(call, "A2A2"):
+                if isinstance(call.func, cst.Name):
+                    replace_names.pop(call.func.value, None)
+                continue
+            if q in DDP_NAMES and toggled:
+                ctx.report(call, "A2A203", "apex DDP kept: this module calls its disable_allreduce()/"
+                           "enable_allreduce(), which torch DDP does not have; rewrite those as `with "
+                           "model.no_sync():` around the micro-step backward passes, then run apex2amp again")
                 if isinstance(call.func, cst.Name):
                     replace_names.pop(call.func.value, None)
                 continue
@@ -452,6 +464,8 @@ class ApexParallelToTorchDDP(Codemod):
             head = dotted_name(attr)
             if head and head.split(".")[0] in replace_names:
                 continue  # the import itself is replaced; `ReduceOp.MAX` keeps working
+            if toggled and any(q == d or q.startswith(d + ".") for d in DDP_NAMES):
+                continue  # apex DDP stays in this module (see above)
             for mapped, (tmod, tname) in CLASS_MAP.items():
                 if q == mapped or q.startswith(mapped + "."):
                     rest = q[len(mapped):]
@@ -489,7 +503,7 @@ class ApexParallelToTorchDDP(Codemod):
                 if q in REPORT_ONLY and not name_calls.get(local):
                     for stmt in table.statements.get(local, [])[:1]:
                         ctx.report(stmt, REPORT_ONLY[q], RULES_MSG[REPORT_ONLY[q]])
-        if refs.toggles and any(q in DDP_NAMES for _, q in refs.calls):
+        if toggled:
             for call in refs.toggles:
                 ctx.report(call, "A2A203", "torch DDP has no disable_allreduce/enable_allreduce: wrap the "
                            "micro-step backward passes in `with model.no_sync():`")
