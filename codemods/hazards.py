@@ -18,7 +18,7 @@ import libcst as cst
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex, positions_of
 from .names import code_of, dotted_name, literal_number, power_value
-from .walk import ast_nodes, ast_nodes_near, parse_ast
+from .walk import ast_nodes, ast_nodes_near, nested, parse_ast
 
 FP16_MAX = 65504.0
 FP16_TINY = 6e-8       # smallest fp16 subnormal is ~5.96e-8: anything below rounds to 0
@@ -783,10 +783,7 @@ def _big_operand_before(data: bytes, i: int) -> bool:
 # a bracket inside them does not count. A call this does not match (deeper, an escape or a line
 # break inside a string) is taken as a cast.
 _ARG_ATOM = rb"""(?:[^()'"#]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
-_ARGS = _ARG_ATOM + rb"*"
-for _ in range(3):
-    _ARGS = rb"(?:" + _ARG_ATOM + rb"|\(" + _ARGS + rb"\))*"
-_CAST_CALL_B = re.compile(rb"\(" + _ARGS + rb"\)")
+_CAST_CALL_B = re.compile(rb"\(" + nested(_ARG_ATOM, ((rb"\(", rb"\)"),)) + rb"\)")
 _CAST_OPEN_B = re.compile(rb"\.[\s\\]*(?:to|type)[\s\\]*(?=\()")
 _HALF_CALL_B = re.compile(rb"\.[\s\\]*half[\s\\]*\(")
 

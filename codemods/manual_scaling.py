@@ -29,7 +29,7 @@ from .edits import EditPlan, apply_plan, indent_continuations
 from .hazards import _WORD, FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
-from .walk import ast_nodes, parse_ast
+from .walk import ast_nodes, nested, parse_ast
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -787,11 +787,11 @@ def _autocast_maker(device: str, dtype: str, indent: str):
 
 _ATOM = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
 _LINE_ATOM = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
-_NESTED = _ATOM + rb"*"
-for _ in range(3):
-    _NESTED = rb"(?:" + _ATOM + rb"|\(" + _NESTED + rb"\)|\[" + _NESTED + rb"\]|\{" + _NESTED + rb"\})*"
-_STATEMENT_TAIL = re.compile(rb"(?:" + _LINE_ATOM + rb"|\(" + _NESTED + rb"\)|\[" + _NESTED + rb"\]|\{" + _NESTED
-                             + rb"\})*(?=\r?\n|\Z)")
+_BRACKETS = ((rb"\(", rb"\)"), (rb"\[", rb"\]"), (rb"\{", rb"\}"))
+_NESTED = nested(_ATOM, _BRACKETS)
+# the rest of a statement's line: line atoms, and bracketed groups that may span lines
+_STATEMENT_TAIL = re.compile(rb"(?:" + _LINE_ATOM + b"".join(rb"|" + o + _NESTED + c for o, c in _BRACKETS)
+                             + rb")*(?=\r?\n|\Z)")
 _BACKWARD_ATTR = re.compile(rb"\.[\s\\]*backward\b")
 _DEF_BACKWARD = re.compile(rb"\bdef[\s\\]+backward\b")
 _DEF_STEP = re.compile(rb"\bdef[\s\\]+step\b")

@@ -55,6 +55,16 @@ def iter_nodes(node: cst.CSTNode, descend: Optional[Callable[[cst.CSTNode], bool
             stack.extend(reversed(children(n)))
 
 
+def nested(atom: bytes, brackets: Sequence[Tuple[bytes, bytes]], depth: int = 3) -> bytes:
+    """Regex source for a run of `atom`s and of bracketed groups of such runs, nested up to `depth`
+    levels (`brackets`: escaped opening and closing pairs), for the byte stages that read a call's
+    arguments or a statement's tail without parsing."""
+    inner = atom + rb"*"
+    for _ in range(depth):
+        inner = rb"(?:" + atom + b"".join(rb"|" + o + inner + c for o, c in brackets) + rb")*"
+    return inner
+
+
 @functools.lru_cache(maxsize=4)
 def parse_ast(data: bytes) -> ast.Module:
     """`ast.parse(data)`, shared by the second stages that screen the same bytes (raises as it does)."""
