@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from .base import FIX, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan
+from .edits import EditPlan, apply_plan, as_primary
 from .index import ModuleIndex
 from .names import ImportTable, assigned_names, code_of, dotted_name
 
@@ -442,13 +442,6 @@ FUNCTIONAL = {
 CLIP_FUNCS = {"apex.contrib.clip_grad.clip_grad_norm_", "apex.fp16_utils.clip_grad_norm"}
 
 
-def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
-    """`node` parenthesised when `.item()` could not follow it directly."""
-    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or node.lpar:
-        return node
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
 class ApexModulesToTorch(Codemod):
     """apex.optimizers, apex.normalization, apex.contrib and apex.fp16_utils helpers -> torch equivalents."""
 
@@ -552,7 +545,7 @@ class _Run(cst.CSTVisitor):
             if len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star \
                     and self._ok(node, "A2A321"):
                 arg = node.args[0].value
-                self.plan.replace_node[node] = cst.Call(func=cst.Attribute(value=_atom(arg), attr=cst.Name("item")))
+                self.plan.replace_node[node] = cst.Call(func=cst.Attribute(value=as_primary(arg), attr=cst.Name("item")))
                 self.ctx.report(node, "A2A321", "to_python_float(x) -> x.item()", fixed=True)
         else:
             for prefix, hint in NO_TWIN_MODULES:

@@ -339,7 +339,7 @@ class _Apply(cst.CSTTransformer):
             if body_empty and orelse is None:
                 return None, emptied_comments(node.body) + else_comments
             if body_empty and isinstance(orelse, cst.Else):
-                neg = cst.UnaryOperation(cst.Not(), _paren_if_needed(node.test))
+                neg = cst.UnaryOperation(cst.Not(), as_primary(node.test))
                 body = orelse.body
                 moved = emptied_comments(node.body) + comment_lines(orelse.leading_lines)
                 if moved and isinstance(body, cst.IndentedBlock):
@@ -409,7 +409,9 @@ def _mentions_comments(lines: Sequence[cst.EmptyLine], of: Sequence[cst.EmptyLin
     return any(line.comment is not None and line.comment.value in mine for line in of)
 
 
-def _paren_if_needed(expr: cst.BaseExpression) -> cst.BaseExpression:
+def as_primary(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`expr` in parentheses unless it is a primary already (a name, attribute, call or subscript, or
+    parenthesised): what `not`, `.item()` or `.backward()` can be put next to."""
     if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
         return expr
     return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

@@ -25,7 +25,7 @@ import libcst as cst
 
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan, indent_continuations
+from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .hazards import _WORD, FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
@@ -354,7 +354,7 @@ class _Migration:
             self.plan.remove(stmt)
         for line, loss in backwards:
             lc = code_of(loss)
-            new = f"{scaler_name}.scale({lc}).backward()" if use_scaler else f"{_paren(loss)}.backward()"
+            new = f"{scaler_name}.scale({lc}).backward()" if use_scaler else f"{code_of(as_primary(loss))}.backward()"
             self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(cst.parse_expression(new))])]
         for line in steps:
             body = [f"{scaler_name}.step({target})", f"{scaler_name}.update()"] if use_scaler else [f"{target}.step()"]
@@ -722,11 +722,6 @@ def _calls_any(stmt: cst.CSTNode, names: Set[str]) -> bool:
     return any(isinstance(n, cst.Call) and (dotted_name(n.func) in names or (
         isinstance(n.func, cst.Attribute) and n.func.attr.value == "forward" and dotted_name(n.func.value) in names))
         for n in _walk(stmt))
-
-
-def _paren(e: cst.BaseExpression) -> str:
-    c = code_of(e)
-    return c if isinstance(e, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({c})"
 
 
 def _base_of(e: cst.BaseExpression) -> cst.BaseExpression:
