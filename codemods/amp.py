@@ -1127,8 +1127,11 @@ class _Analysis:
         while work:
             f = work.pop()
             if f is None:
-                if not self.has_init:
-                    continue
+                if not self.has_init:  # module-level code scales or steps, and no initialize here makes a scaler
+                    self._threading_failed = ("the scaler is needed at module level, but this module has no "
+                                              "`amp.initialize` to create it (it runs elsewhere)")
+                    self._threading_failed_at = next((s.call for s in self.sites if s.func is None), None)
+                    break
                 self._threading_failed = "the scaler is needed at module level but created in a function"
                 break
             if id(f) in seen or f in have:

@@ -4,10 +4,11 @@
 
 Seeds are the fixtures' legacy inputs plus every Python file under the TREEs that mentions apex (public
 training code fetched locally). Each mutant drops, duplicates or swaps lines, wraps a run of lines in
-`if` / `try` / `with` / `for`, renames an identifier everywhere or re-indents with tabs or two spaces;
+`if` / `try` / `with` / `for`, gives an apex or launch call an extra, starred or keyword argument,
+renames an identifier everywhere or re-indents with tabs or two spaces;
 mutants that no longer parse are skipped. A mutant fails when `rewrite_source` raises or reports an
 internal error (a codemod crash, an output that does not parse, a second rewrite that changes it
-again); failures are written to --out for a golden fixture to be made from them. The property test in
+again), or, with pyflakes installed, when the rewrite reads a name nothing defines; failures are written to --out for a golden fixture to be made from them. The property test in
 test_property.py runs a small version of this on every CI run.
 """
 from __future__ import annotations
@@ -75,6 +76,13 @@ def mutate(text: str, rng: random.Random) -> str:
             body = ["    " + line if line.strip() else line for line in lines[i:j]]
             tail = [indent + "except Exception:\n", indent + "    pass\n"] if head == "try:\n" else []
             lines[i:j] = [indent + head] + body + tail
+        elif op < 0.8:  # an apex / launch call gets an extra, starred or keyword argument
+            calls = [k for k, line in enumerate(lines) if re.search(r"(amp|DDP|spawn|Parallel|Optimizer|Fused\w*)\(", line)]
+            if calls:
+                k = rng.choice(calls)
+                extra = rng.choice(["*extra", "**options", "flag", "enabled=False", "verbosity=0", "None"])
+                lines[k] = re.sub(r"\(([^()]*)\)", lambda m: f"({m.group(1)}, {extra})" if m.group(1).strip()
+                                  else f"({extra})", lines[k], count=1)
         elif op < 0.9:
             names = sorted(set(re.findall(r"\b[a-z_][a-z0-9_]{2,}\b", "".join(lines))))
             if names:
@@ -84,6 +92,18 @@ def mutate(text: str, rng: random.Random) -> str:
             unit = rng.choice(["\t", "  "])
             lines = [re.sub(r"^((?:    )+)", lambda m: unit * (len(m.group(1)) // 4), line) for line in lines]
     return "".join(lines)
+
+
+def undefined_names(text: str) -> set:
+    """Names pyflakes reports undefined in `text` (an empty set when pyflakes is not installed)."""
+    try:
+        from pyflakes import checker, messages
+    except ImportError:
+        return set()
+    tree = ast.parse(text)
+    found = checker.Checker(tree, filename="mutant.py").messages
+    # a star import hides undefined names (ImportStarUsage); count them, since a rewrite may drop the star
+    return {m.message_args[0] for m in found if isinstance(m, (messages.UndefinedName, messages.ImportStarUsage))}
 
 
 def main() -> int:
@@ -110,6 +130,10 @@ def main() -> int:
             why = res.error if res.error and "internal error" in res.error else None
         except Exception as e:  # noqa: BLE001 - rewrite_source must never raise; record it
             why = f"raised {type(e).__name__}: {e}"
+        if not why and res.changed:
+            lost = undefined_names(res.new_text) - undefined_names(mutant)
+            if lost:
+                why = f"the rewrite reads names nothing defines: {sorted(lost)}"
         if why:
             failed += 1
             os.makedirs(args.out, exist_ok=True)
