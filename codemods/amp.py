@@ -1274,6 +1274,13 @@ class _Analysis:
                 self.report(s.call, R.UNSUPPORTED, "several `amp.initialize` calls in one module: migrate by hand")
             self.abort = True
         for s in inits:
+            scope = next((a for a in self.index.ancestors(s.call) if isinstance(a, (cst.FunctionDef, cst.ClassDef))),
+                         None)
+            if isinstance(scope, cst.ClassDef) and not self.abort:
+                # a scaler made there would be a class attribute, which the methods cannot read by its name
+                self.report(s.call, R.UNSUPPORTED, "`amp.initialize` in a class body: migrate by hand")
+                self.abort = True
+        for s in inits:
             if not self.abort:
                 self.plan_initialize(s)
         regions: List[Tuple[cst.CSTNode, cst.BaseExpression, Optional[cst.FunctionDef]]] = []

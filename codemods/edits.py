@@ -221,6 +221,10 @@ class _Apply(cst.CSTTransformer):
                     carried = comment_lines(lead)
         elif node is None:
             stmts = []
+        elif isinstance(node, list):  # an emptied `try` whose `else:` / `finally:` code stays
+            stmts = list(node)
+            if lead:
+                stmts[0] = stmts[0].with_changes(leading_lines=[*lead, *stmts[0].leading_lines])
         else:
             stmts = [node]
         if not stmts and isinstance(original_node, cst.BaseStatement):
@@ -349,9 +353,15 @@ class _Apply(cst.CSTTransformer):
                 node = node.with_changes(body=node.body.with_changes(footer=[*node.body.footer, *else_comments]))
             return node, []
         if isinstance(node, cst.Try) and self._was_emptied(node.body):
+            # the handlers were the "import failed" path and go with the import; `else:` ran when it
+            # succeeded and `finally:` always, so what is left of them stays, in the try's place
             blocks = [node.body, *(h.body for h in node.handlers),
                       *(b.body for b in (node.orelse, node.finalbody) if b is not None)]
-            return None, [c for b in blocks if self._was_emptied(b) for c in emptied_comments(b)]
+            comments = [c for b in blocks if self._was_emptied(b) for c in emptied_comments(b)]
+            kept = [stmt for b in (node.orelse, node.finalbody)
+                    if b is not None and not self._was_emptied(b.body) and isinstance(b.body, cst.IndentedBlock)
+                    for stmt in b.body.body]
+            return (kept or None), comments  # type: ignore[return-value]
         return node, []
 
 
