@@ -569,6 +569,12 @@ class _Migration:
                             "scaler.scale(loss).backward(), scaler.unscale_(optimizer) where gradients are "
                             "divided, scaler.step(optimizer), scaler.update(), and an fp32 model under torch.autocast")
 
+    def _read_elsewhere(self, assign: cst.CSTNode, backward_line: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """Whether the name `assign` binds is read in `scope` other than by the backward line."""
+        targets = assigned_names(assign)
+        return any(n.value in targets and self.index.contains(scope, n) and not self.index.contains(assign, n)
+                   and not self.index.contains(backward_line, n) for n in self.index.names)
+
     def _split_scale(self, prod: cst.BinaryOperation):
         def is_scale(e: cst.BaseExpression) -> bool:
             v = literal_number(e)
@@ -638,8 +644,8 @@ class _Migration:
             f"{sc} = {self.gs}(\"{self.device}\", init_scale={code_of(scale)}, growth_interval={STATIC_INTERVAL})\n"))
         self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(cst.parse_expression(
             f"{sc}.scale({code_of(loss)}).backward()"))])]
-        if scaled_stmt is not None:
-            self.plan.remove(scaled_stmt)
+        if scaled_stmt is not None and not self._read_elsewhere(scaled_stmt, line, scope):
+            self.plan.remove(scaled_stmt)  # kept when the scaled loss is also logged or returned
         loop = block[loop_i]
         self.plan.replace_stmt[loop] = [_stmts(f"{sc}.unscale_({opt})\n")[0].with_changes(
             leading_lines=loop.leading_lines)]

@@ -121,7 +121,7 @@ def main() -> int:
         origin, text = rng.choice(pool)
         mutant = mutate(text, rng)
         try:
-            ast.parse(mutant)
+            compile(mutant, "mutant.py", "exec")  # ast.parse alone lets `return` at module level through
         except (SyntaxError, ValueError):
             continue
         tried += 1
