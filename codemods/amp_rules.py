@@ -243,8 +243,10 @@ UNSUPPORTED = rule(
     fixes=False, severity=WARNING,
     why="""
 A wrong rewrite is worse than none: when `amp.initialize` returns into an unusual target, is called
-with `*args`, or `scale_loss` is used outside a `with`, the module's amp code is left as it is and each
-site is reported. Migrate by hand following the target idiom (see `apex2amp explain A2A101`).""",
+with `*args` or from a class body, `scale_loss` is used outside a `with`, or code at module level
+would need a scaler that no `amp.initialize` in the module creates (it runs in another module), the
+module's amp code is left as it is and each site is reported. Migrate by hand following the target
+idiom (see `apex2amp explain A2A101`).""",
     before="""
 return amp.initialize(*parts)""",
     after="""
