@@ -387,26 +387,28 @@ class ApexParallelToTorchDDP(Codemod):
         # a module that toggles apex DDP's all-reduce keeps apex DDP: torch DDP has no such methods, and the
         # pattern (no_sync() around the micro-step backward passes) is for a person to rewrite
         toggled = bool(refs.toggles) and any(q in DDP_NAMES for _, q in refs.calls)
+        def keep_apex_import(call: cst.Call) -> None:
+            """This call stays apex's, so the import of the name it calls stays too."""
+            if isinstance(call.func, cst.Name):
+                replace_names.pop(call.func.value, None)
+
         # calls
         for call, q in refs.calls:
             if isinstance(call.func, cst.Name) and call.func.value in blocked:
                 continue
             if ctx.suppressed(call, "A2A2"):
-                if isinstance(call.func, cst.Name):
-                    replace_names.pop(call.func.value, None)
+                keep_apex_import(call)
                 continue
             if q in DDP_NAMES and toggled:
                 ctx.report(call, "A2A203", "apex DDP kept: this module calls its disable_allreduce()/"
                            "enable_allreduce(), which torch DDP does not have; rewrite those as `with "
                            "model.no_sync():` around the micro-step backward passes, then run apex2amp again")
-                if isinstance(call.func, cst.Name):
-                    replace_names.pop(call.func.value, None)
+                keep_apex_import(call)
                 continue
             if q in DDP_NAMES:
                 new = self._ddp_call(call, module, parents, positions, table, ctx)
                 if new is None:
-                    if isinstance(call.func, cst.Name):
-                        replace_names.pop(call.func.value, None)
+                    keep_apex_import(call)
                     continue
                 if isinstance(call.func, cst.Attribute):
                     new = new.with_changes(func=parse_expr(DDP_TORCH))
@@ -420,8 +422,7 @@ class ApexParallelToTorchDDP(Codemod):
                     ctx.report(call, "A2A212", "SyncBatchNorm with channel_last/fuse_relu (or extra positional "
                                "arguments) has no torch equivalent: use torch.nn.SyncBatchNorm on NCHW input and "
                                "apply the ReLU yourself")
-                    if isinstance(call.func, cst.Name):
-                        replace_names.pop(call.func.value, None)
+                    keep_apex_import(call)
                     continue
                 keep = [a for a in call.args if not (a.keyword is not None and a.keyword.value in ("channel_last", "fuse_relu"))]
                 new = call.with_changes(args=keep) if len(keep) != len(call.args) else call
