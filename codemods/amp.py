@@ -604,6 +604,8 @@ class _Analysis:
         loss_code = _code(_paren_for_attr(loss.value))
         new_line: Optional[cst.BaseStatement] = None
         bw = _single_backward(body, tname)
+        if bw is not None and tname is not None and self._read_outside(tname, w, site.func):
+            bw = None  # `scaled_loss` is read after the `with` too: keep binding it
         if bw is not None:
             call_args = ", ".join(_code(a).rstrip(", ") for a in bw.args)
             prefix = f"{self.scaler_expr()}.scale({_code(loss.value)})" if self.use_scaler else loss_code
@@ -747,6 +749,16 @@ class _Analysis:
             return "no call of a parameter or `self.<attr>` (the model passed in)"
         names = ", ".join(f"`{m}`" for m in sorted(self.models))
         return f"no call of {names} (the model `amp.initialize` returned)"
+
+    def _read_outside(self, name: str, stmt: cst.CSTNode, func: Optional[cst.FunctionDef]) -> bool:
+        """Whether `name` is read in `func` (the module when None) outside `stmt` and outside other
+        `with ... as name:` blocks, which bind it afresh."""
+        scope: cst.CSTNode = func if func is not None else self.module
+        rebinding = [w for w in self.index.withs if w is not stmt and any(
+            i.asname is not None and isinstance(i.asname.name, cst.Name) and i.asname.name.value == name
+            for i in w.items)]
+        return any(n.value == name and not self.index.contains(stmt, n) and self.index.contains(scope, n)
+                   and not any(self.index.contains(w, n) for w in rebinding) for n in self.index.names)
 
     def _model_names(self) -> Set[str]:
         """The amp models and the names they are assigned to wrapped or moved (`net = DDP(model)`,
