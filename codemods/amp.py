@@ -13,7 +13,7 @@ import libcst as cst
 
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts
-from .edits import EditPlan, apply_plan, indent_continuations
+from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
@@ -601,7 +601,7 @@ class _Analysis:
         body: Sequence[cst.CSTNode] = w.body.body if isinstance(w.body, cst.IndentedBlock) else [
             cst.SimpleStatementLine(body=list(w.body.body))]  # type: ignore[union-attr]
         scaled = f"{self.scaler_expr()}.scale({_code(loss.value)})" if self.use_scaler else _code(loss.value)
-        loss_code = _code(_paren_for_attr(loss.value))
+        loss_code = _code(as_primary(loss.value))
         new_line: Optional[cst.BaseStatement] = None
         bw = _single_backward(body, tname)
         if bw is not None and tname is not None and self._read_outside(tname, w, site.func):
@@ -1440,12 +1440,6 @@ def _single_backward(body: Sequence[cst.CSTNode], tname: Optional[str]) -> Optio
     if tname is not None and not (isinstance(call.func.value, cst.Name) and call.func.value.value == tname):
         return None
     return call
-
-
-def _paren_for_attr(e: cst.BaseExpression) -> cst.BaseExpression:
-    if isinstance(e, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or e.lpar:
-        return e
-    return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 
