@@ -757,8 +757,7 @@ class _Analysis:
         rebinding = [w for w in self.index.withs if w is not stmt and any(
             i.asname is not None and isinstance(i.asname.name, cst.Name) and i.asname.name.value == name
             for i in w.items)]
-        return any(n.value == name and not self.index.contains(stmt, n) and self.index.contains(scope, n)
-                   and not any(self.index.contains(w, n) for w in rebinding) for n in self.index.names)
+        return any(self.index.names_within({name}, scope, [stmt, *rebinding]))
 
     def _model_names(self) -> Set[str]:
         """The amp models and the names they are assigned to wrapped or moved (`net = DDP(model)`,

@@ -283,6 +283,13 @@ class ModuleIndex:
                 return a
         return None
 
+    def names_within(self, values: Set[str], scope: cst.CSTNode, outside: Sequence[cst.CSTNode] = ()
+                     ) -> Iterator[cst.Name]:
+        """The Name nodes of these `values` inside `scope` and inside none of the `outside` nodes."""
+        for n in self.names:
+            if n.value in values and self.contains(scope, n) and not any(self.contains(o, n) for o in outside):
+                yield n
+
     def calls_in(self, node: cst.CSTNode) -> List[cst.Call]:
         return [c for c in self.calls if self.contains(node, c)]
 

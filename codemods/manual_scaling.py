@@ -571,9 +571,7 @@ class _Migration:
 
     def _read_elsewhere(self, assign: cst.CSTNode, backward_line: cst.CSTNode, scope: cst.CSTNode) -> bool:
         """Whether the name `assign` binds is read in `scope` other than by the backward line."""
-        targets = assigned_names(assign)
-        return any(n.value in targets and self.index.contains(scope, n) and not self.index.contains(assign, n)
-                   and not self.index.contains(backward_line, n) for n in self.index.names)
+        return any(self.index.names_within(assigned_names(assign), scope, (assign, backward_line)))
 
     def _split_scale(self, prod: cst.BinaryOperation):
         def is_scale(e: cst.BaseExpression) -> bool:
