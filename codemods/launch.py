@@ -215,7 +215,8 @@ class SpawnToTorchrun(Codemod):
         new = apply_plan(module, self.plan)
         if self.need_os:
             new = ensure_imports(new, ["os"])
-            new = _drop_unused_multiprocessing_import(new, ctx)
+            if any(n != "torch" for n in self.table.names_under("torch.multiprocessing")):
+                new = _drop_unused_multiprocessing_import(new, ctx)  # indexes the new tree: only when it can act
         return new
 
     def _tangled_spawns(self, spawns: List[cst.Call]) -> Set[int]:

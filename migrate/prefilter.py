@@ -192,13 +192,16 @@ def coarse(data: bytes, present: Optional[Present] = None) -> bool:
 
 # -- stage 2: which codemods a file needs ---------------------------------------------------------
 
-# An import that binds something from apex: `from apex...`, `import x, apex.amp as a`, a dynamic
-# import naming apex, or an import continued with a backslash (not worth reading; taken as a yes).
+# An import that binds something from apex: `from apex...`, `import x, apex.amp as a`, or a dynamic
+# import naming apex.
 _APEX_IMPORT = re.compile(
     rb"(?m)(?:^|[;:])[ \t]*(?:from[ \t]+apex\b|import[ \t][^\n#]*\bapex\b)"
     rb"|import[^\n]*['\"]apex\b"
-    rb"|(?:^|[;:])[ \t]*(?:from|import)[ \t][^\n#]*\\\r?$"
 )
+# An import continued with a backslash, and the rest of its logical line (read whole for the word apex).
+_CONTINUED_IMPORT = re.compile(rb"(?m)(?:^|[;:])[ \t]*(?:from|import)[ \t][^\n#]*\\\r?$")
+_LOGICAL_LINE = re.compile(rb"(?:[^\n]*\\\r?\n)*[^\n]*")
+_APEX_WORD = re.compile(rb"\bapex\b")
 
 
 def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> bool:
@@ -209,8 +212,17 @@ def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> 
 
 @functools.lru_cache(maxsize=64)  # amp, apex_modules, apex_parallel and imports ask about the same bytes
 def _has_apex_import(data: bytes) -> bool:
-    """`_APEX_IMPORT` in `data`; without the word apex no import can bind anything from apex."""
-    return b"apex" in data and _APEX_IMPORT.search(data) is not None
+    """Whether an import in `data` may bind something from apex (an import statement continued with a
+    backslash counts when its logical line names apex); without the word no import can."""
+    if b"apex" not in data:
+        return False
+    if _APEX_IMPORT.search(data) is not None:
+        return True
+    for m in _CONTINUED_IMPORT.finditer(data):
+        line = _LOGICAL_LINE.match(data, m.start())
+        if line is not None and _APEX_WORD.search(line.group()) is not None:
+            return True
+    return False
 
 
 _IMPORT_ERROR_HANDLER = re.compile(rb"except[ \t(]+(?:builtins\.)?(?:ImportError|ModuleNotFoundError)\b")

@@ -127,6 +127,25 @@ def test_apex_word_in_prose_does_not_pay_for_apex_codemods():
     assert {"amp", "apex_modules", "apex_parallel", "imports"} <= names2
 
 
+CONTINUED_IMPORTS = [
+    ("import os, \\\n    apex.amp as amp\n", True),
+    ("from \\\n    apex import amp\n", True),
+    ("x = 1; from apex_compat import a, \\\r\n  b, \\\r\n  apex\r\n", True),
+    ("from timm.data import create_loader, \\\n    Mixup\n", False),  # apex only in the docstring
+    ("from timm.data import create_loader, \\\n    Mixup\nx = 'apex'  # import \\\n", False),
+]
+
+
+@pytest.mark.parametrize("tail,wanted", CONTINUED_IMPORTS)
+def test_backslash_continued_import_counts_only_when_its_logical_line_names_apex(tail, wanted):
+    from codemods.registry import CODEMODS
+    text = '"""Adapted from https://github.com/NVIDIA/apex/tree/master/examples."""\n' + tail + \
+        "with amp.scale_loss(loss, optimizer) as scaled_loss:\n    scaled_loss.backward()\n"
+    names = {cm.NAME for cm in prefilter.codemods_for(text.encode(), CODEMODS, Selection())}
+    assert ("amp" in names) is wanted
+    assert _summary(rewrite_source(text)) == _summary(rewrite_source(text, prefilter_enabled=False))
+
+
 def test_plain_file_is_not_parsed(monkeypatch):
     import migrate.engine as engine
     calls = []
