@@ -89,3 +89,73 @@ def test_pre_commit_hooks_rewrite_then_pass(tmp_path):
     out = second.stdout + second.stderr
     assert second.returncode == 0, out
     assert (project / "train_amp.py").read_text() == migrated
+
+
+HELPER = '''from apex import amp
+
+
+def backward_step(loss, optimizer):
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    optimizer.step()
+'''
+
+CALLER = '''import torch
+from apex import amp
+
+from helpers import backward_step
+
+
+def main(data):
+    model = torch.nn.Linear(4, 1).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x in data:
+        loss = model(x).sum()
+        backward_step(loss, optimizer)
+'''
+
+
+def test_helper_and_its_caller_migrate_together_however_many_files_are_staged(tmp_path):
+    """pre-commit splits a hook's files over several processes unless the hook is serial; apex2amp's
+    cross-file facts (a helper that now takes `scaler`, the caller that must pass it) need one process
+    to see both. Eight files make pre-commit cut two batches, with the helper and its caller apart."""
+    pytest.importorskip("pre_commit")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    from pre_commit.lang_base import _shuffled
+    from pre_commit.xargs import partition
+
+    project = tmp_path / "project"
+    project.mkdir()
+    git(["init", "-q"], project)
+    names = ["helpers.py", "train.py"] + [f"data_{i}.py" for i in range(6)]
+    batches = partition(("apex2amp", "rewrite"), _shuffled(sorted(names)), 2)
+    assert not any({"helpers.py", "train.py"} <= set(b) for b in batches)  # a parallel hook would split them
+    (project / "helpers.py").write_text(HELPER)
+    (project / "train.py").write_text(CALLER)
+    for name in names[2:]:
+        (project / name).write_text(f"ROWS = {len(name)}\n")
+    hooks = str(tmp_path / "hooks")
+    rev = make_hook_repo(hooks)
+    (project / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {hooks}\n  rev: {rev}\n  hooks:\n  - id: apex2amp\n")
+    git(["add", "-A"], project)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PRE_COMMIT_NO_CONCURRENCY")}
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "cache")
+
+    first = pre_commit(["run", "--all-files"], project, env)
+    out = first.stdout + first.stderr
+    if any(s in out for s in OFFLINE_SIGNS):
+        pytest.skip(f"pre-commit could not build the hook environment (offline?): {out[-400:]}")
+    assert first.returncode == 1, out
+    helper, caller = (project / "helpers.py").read_text(), (project / "train.py").read_text()
+    assert "def backward_step(loss, optimizer, scaler):" in helper, out + helper
+    assert "backward_step(loss, optimizer, scaler=scaler)" in caller, out + caller
+    assert "apex" not in helper + caller, out
+    assert "A2A124" not in out, out  # the caller's amp.initialize was not held back
+
+    second = pre_commit(["run", "--all-files"], project, env)
+    out = second.stdout + second.stderr
+    assert "rewrote" not in out and "files were modified" not in out, out
+    assert (project / "helpers.py").read_text() == helper and (project / "train.py").read_text() == caller
