@@ -6,13 +6,12 @@ migrated safely, the module's amp code is left alone and every site is reported.
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from . import amp_rules as R
-from .base import Codemod, FileContext, RepoFacts
+from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
@@ -1227,7 +1226,7 @@ class _Analysis:
         facts: RepoFacts = self.ctx.facts
         if not facts.scaler_functions:
             return []
-        targets = {f"{m}.{fn}": facts.scaler_params.get(key, "scaler")
+        targets = {f"{m}.{fn}": (facts.scaler_params.get(key, "scaler"), facts.scaler_slots.get(key, {}).get(fn))
                    for key, (m, fns) in _visible_modules(facts, self.ctx).items() for fn in fns}
         out: List[cst.Call] = []
         table = self.table
@@ -1237,8 +1236,9 @@ class _Analysis:
             def visit_Call(self, n: cst.Call) -> None:
                 hit = table.qualified_names(n.func) & set(targets)
                 if hit:
-                    param = targets[sorted(hit)[0]]
-                    if not any(a.keyword is not None and a.keyword.value == param for a in n.args):
+                    param, slot = targets[sorted(hit)[0]]
+                    if not any(a.keyword is not None and a.keyword.value == param for a in n.args) \
+                            and not _fills_slot(n, slot):
                         params[id(n)] = param
                         out.append(n)
 
@@ -1395,7 +1395,7 @@ class ApexAmpToTorchAmp(Codemod):
         a = _Analysis(wrapper, ctx)
         a.run()
         if a.exported_funcs and ctx.module_name:
-            key = _facts_key(ctx)
+            key = facts_key(ctx.path, ctx.module_name)
             ctx.exported.scaler_functions.setdefault(key, []).extend(a.exported_funcs)
             ctx.exported.scaler_params[key] = a.scaler_ref
         if not a.plan:
@@ -1454,27 +1454,20 @@ def _differs_only_in(stmt: cst.CSTNode, other: cst.CSTNode, node: cst.CSTNode) -
         and "amp." not in b
 
 
-def _module_root(path: str, module_name: str) -> str:
-    """The import root of a file: its folder minus the package folders of its dotted module name."""
-    if not module_name or path.startswith("<"):
-        return ""
-    folder = os.path.dirname(os.path.abspath(path))
-    depth = module_name.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
-    for _ in range(depth):
-        folder = os.path.dirname(folder)
-    return folder
-
-
-def _facts_key(ctx: FileContext) -> str:
-    """`root::module` so that `utils` of scripts/ and `utils` of tools/ stay apart."""
-    root = _module_root(ctx.path, ctx.module_name)
-    return f"{root}::{ctx.module_name}" if root else ctx.module_name
+def _fills_slot(call: cst.Call, slot: Optional[int]) -> bool:
+    """Whether `call` may already pass a helper's scaler parameter by position (`slot`, from
+    `RepoFacts.scaler_slots`; None for the functions this run changes, which take it last)."""
+    if slot is None:
+        return False
+    if any(a.star for a in call.args):
+        return True  # *args or **kwargs may hold it
+    return slot >= 0 and sum(1 for a in call.args if a.keyword is None) > slot
 
 
 def _visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, List[str]]]:
     """Modules of other files whose functions now take the scaler, as this file can import them:
     same import root first; another root only when no other root has a module of that name."""
-    mine = _module_root(ctx.path, ctx.module_name)
+    mine = module_root(ctx.path, ctx.module_name)
     by_name: Dict[str, List[Tuple[str, str, List[str]]]] = {}
     for key, fns in facts.scaler_functions.items():
         root, _, name = key.rpartition("::")

@@ -5,6 +5,7 @@ A codemod maps a libcst module (plus repo facts) to a module and findings. It ne
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -96,6 +97,9 @@ class RepoFacts:
 
     scaler_functions: Dict[str, List[str]] = field(default_factory=dict)
     scaler_params: Dict[str, str] = field(default_factory=dict)  # module -> name of the added parameter
+    # module -> function -> the scaler parameter's positional slot (-1: keyword-only), for helpers already
+    # on torch.amp (codemods/native_scaler.py): a call that fills that slot already passes the scaler
+    scaler_slots: Dict[str, Dict[str, int]] = field(default_factory=dict)
     unmigrated_amp: List[str] = field(default_factory=list)
     spawn_entries: Dict[str, Any] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
@@ -105,10 +109,29 @@ class RepoFacts:
             known = self.scaler_functions.setdefault(mod, [])
             known.extend(f for f in funcs if f not in known)
         self.scaler_params.update(other.scaler_params)
+        for mod, slots in other.scaler_slots.items():
+            self.scaler_slots.setdefault(mod, {}).update(slots)
         self.unmigrated_amp.extend(m for m in other.unmigrated_amp if m not in self.unmigrated_amp)
         self.spawn_entries.update(other.spawn_entries)
         for key, value in other.extra.items():
             self.extra.setdefault(key, value)
+
+
+def module_root(path: str, module_name: str) -> str:
+    """The import root of a file: its folder minus the package folders of its dotted module name."""
+    if not module_name or path.startswith("<"):
+        return ""
+    folder = os.path.dirname(os.path.abspath(path))
+    depth = module_name.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+    for _ in range(depth):
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def facts_key(path: str, module_name: str) -> str:
+    """`root::module`, so that `utils` of scripts/ and `utils` of tools/ stay apart."""
+    root = module_root(path, module_name)
+    return f"{root}::{module_name}" if root else module_name
 
 
 class FileContext:

@@ -135,6 +135,7 @@ class ResultCache:
 def facts_digest(facts: Any) -> str:
     """A stable digest of the repo facts (pass 2 entries are valid for these facts only)."""
     norm = (sorted((k, sorted(v)) for k, v in facts.scaler_functions.items()),
-            sorted(facts.scaler_params.items()), sorted((str(k), repr(v)) for k, v in facts.spawn_entries.items()),
+            sorted(facts.scaler_params.items()), sorted((k, sorted(v.items())) for k, v in facts.scaler_slots.items()),
+            sorted((str(k), repr(v)) for k, v in facts.spawn_entries.items()),
             sorted((str(k), repr(v)) for k, v in facts.extra.items()), sorted(facts.unmigrated_amp))
     return hashlib.blake2b(repr(norm).encode(), digest_size=16).hexdigest()

@@ -11,7 +11,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -570,6 +570,13 @@ def _run(paths: Sequence[str], config: RunConfig,
             published[i] = f
             if fr is not None:
                 ready[i] = fr
+        if _waits_for_a_helper(ready.values()):
+            for i, native in _native_facts(files, published, kept).items():
+                both = RepoFacts()
+                both.merge(published.get(i) or RepoFacts())
+                both.merge(native)
+                published[i] = both
+                facts.merge(native)
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts, kept.get(i)) for i, (d, s) in enumerate(zip(files, screened))]
             ready = _still_valid(files, ready, published, facts, kept)
@@ -757,6 +764,34 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
         if not prefilter.mentions_fact(data, merged, discovery.module_name_for(files[i].path)[0], own):
             kept[i] = fr
     return kept
+
+
+def _waits_for_a_helper(results: Iterable[FileResult]) -> bool:
+    """Whether a pass-1 result held an `amp.initialize` (or a backward) because no function of the run
+    takes the scaler (A2A124): a helper already on torch.amp may be that function."""
+    return any(f.code == "A2A124" for fr in results for f in fr.findings)
+
+
+def _native_facts(files: Sequence[discovery.Discovered], published: Dict[int, RepoFacts],
+                  data_of: Dict[int, bytes]) -> Dict[int, RepoFacts]:
+    """The facts of the files whose helpers already take the GradScaler (codemods/native_scaler.py),
+    by position in the run; files whose own apex code published scaler functions are left out."""
+    from codemods.native_scaler import native_facts
+
+    out: Dict[int, RepoFacts] = {}
+    for i, d in enumerate(files):
+        if d.kind != discovery.PYTHON or (i in published and published[i].scaler_functions):
+            continue
+        data = data_of.get(i)
+        if data is None:
+            try:
+                data = read_bytes(d.path)
+            except SourceError:
+                continue
+        facts = native_facts(data, d.path, discovery.module_name_for(d.path)[0])
+        if facts.scaler_functions:
+            out[i] = facts
+    return out
 
 
 def _file_weight(task: Tuple[Any, ...]) -> float:

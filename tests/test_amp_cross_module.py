@@ -210,3 +210,98 @@ def test_initialize_stays_when_nothing_in_the_run_steps_its_optimizer(tmp_path):
     res = _rewrite(tmp_path)
     assert (tmp_path / "setup.py").read_text() == textwrap.dedent(setup).lstrip()
     assert "A2A124 no backward or step of the amp optimizer in this module" in res.stdout
+
+
+MAIN_WITH_INITIALIZE = '''
+    import torch
+    from apex import amp
+    from engine import train_one_epoch
+
+
+    def main(args, model, optimizer, loader):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        train_one_epoch(model, loader, optimizer)
+'''
+
+
+def test_rerun_after_the_helper_alone_was_migrated(tmp_path):
+    """The helper was migrated first (`apex2amp rewrite engine.py`, or a commit of its own); a later
+    run over the tree finds it already taking the scaler and migrates the caller to pass it."""
+    _write(tmp_path, "engine.py", ENGINE)
+    _write(tmp_path, "main.py", MAIN_WITH_INITIALIZE)
+    first = subprocess.run([sys.executable, "-m", "migrate", "rewrite", str(tmp_path / "engine.py")],
+                           capture_output=True, text=True)
+    assert first.returncode == 1, first.stdout + first.stderr
+    engine = (tmp_path / "engine.py").read_text()
+    assert "def train_one_epoch(model, loader, optimizer, scaler):" in engine
+    res = _rewrite(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    main = (tmp_path / "main.py").read_text()
+    assert "train_one_epoch(model, loader, optimizer, scaler=scaler)" in main, res.stdout + main
+    assert 'scaler = torch.amp.GradScaler("cuda")' in main and "apex" not in main
+    assert "A2A124" not in res.stdout
+    assert (tmp_path / "engine.py").read_text() == engine
+    assert "would rewrite" not in _check(tmp_path).stdout
+
+
+def _check(root):
+    return subprocess.run([sys.executable, "-m", "migrate", "check", "--no-cache", str(root)],
+                          capture_output=True, text=True)
+
+
+HAND_MIGRATED = '''
+    import torch
+
+
+    def train_one_epoch(model, loader, optimizer, grad_scaler=None, *, log_every=10):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            grad_scaler.scale(loss).backward()
+            grad_scaler.step(optimizer)
+            grad_scaler.update()
+'''
+
+
+def test_hand_migrated_helper_gets_its_own_parameter_name_and_positional_calls_are_left(tmp_path):
+    _write(tmp_path, "engine.py", HAND_MIGRATED)
+    _write(tmp_path, "main.py", '''
+        import torch
+        from apex import amp
+        from engine import train_one_epoch
+
+
+        def main(args, model, optimizer, loader, extra):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            train_one_epoch(model, loader, optimizer)
+            train_one_epoch(model, loader, optimizer, extra)
+            train_one_epoch(model, *extra)
+    ''')
+    res = _rewrite(tmp_path)
+    main = (tmp_path / "main.py").read_text()
+    assert "train_one_epoch(model, loader, optimizer, grad_scaler=scaler)" in main, res.stdout + main
+    assert "train_one_epoch(model, loader, optimizer, extra)\n" in main  # the slot is filled already
+    assert "train_one_epoch(model, *extra)\n" in main
+    assert (tmp_path / "engine.py").read_text().startswith("import torch\n\n\ndef train_one_epoch(model, loader, "
+                                                           "optimizer, grad_scaler=None, *,")
+
+
+def test_native_helper_facts_need_a_scaler_named_parameter_that_scales():
+    from codemods.native_scaler import KEYWORD_ONLY, scaler_helpers
+    src = b"""
+def a(loss, opt, scaler):
+    scaler.scale(loss).backward()
+def b(img, transform):
+    return transform.scale(2)
+def c(loss, *, amp_scaler):
+    amp_scaler.scale(loss).backward()
+def d(loss, scaler):
+    return scaler
+class K:
+    def m(self, loss, scaler):
+        scaler.scale(loss).backward()
+"""
+    assert scaler_helpers(src) == ("scaler", {"a": 2})
+    assert scaler_helpers(src.replace(b"def a(loss, opt, scaler):\n    scaler.scale", b"def a(x):\n    x.y")) \
+        == ("amp_scaler", {"c": KEYWORD_ONLY})
+    assert scaler_helpers(b"def f(:\n scaler.scale(") == (None, {})
