@@ -264,3 +264,45 @@ def _package_of(folder: str) -> Tuple[str, ...]:
     if not name:
         return ()
     return _package_of(parent) + (name,)
+
+
+def imported_files(path: str, data: bytes) -> List[str]:
+    """The files of the modules a Python file imports that lie under its own import root (the
+    project's, not installed packages'): `from engine import f` -> ROOT/engine.py, `from .utils
+    import g` -> the sibling, `from pkg import mod` -> ROOT/pkg/mod.py when that is a module."""
+    import ast
+
+    module, is_pkg = module_name_for(path)
+    if not module:
+        return []
+    folder = os.path.dirname(os.path.abspath(path))
+    root = folder
+    for _ in range(module.count(".") + (1 if is_pkg else 0)):
+        root = os.path.dirname(root)
+    package = module.split(".") if is_pkg else module.split(".")[:-1]
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+    dotted: List[List[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted.extend(a.name.split(".") for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                base = package[:len(package) - (node.level - 1)]
+            else:
+                base = []
+            base = base + (node.module.split(".") if node.module else [])
+            dotted.append(base)
+            dotted.extend(base + [a.name] for a in node.names if a.name != "*")
+    out: List[str] = []
+    for parts in dotted:
+        if not parts:
+            continue
+        for candidate in (os.path.join(root, *parts) + ".py", os.path.join(root, *parts, "__init__.py")):
+            if candidate not in out and os.path.isfile(candidate):
+                out.append(candidate)
+    return out

@@ -11,7 +11,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -570,13 +570,16 @@ def _run(paths: Sequence[str], config: RunConfig,
             published[i] = f
             if fr is not None:
                 ready[i] = fr
-        if _waits_for_a_helper(ready.values()):
-            for i, native in _native_facts(files, published, kept).items():
+        held = [i for i, fr in ready.items() if _waits_for_a_helper(fr)]
+        if held:
+            inside, outside = _native_facts(files, published, kept, held)
+            for i, native in inside.items():
                 both = RepoFacts()
                 both.merge(published.get(i) or RepoFacts())
                 both.merge(native)
                 published[i] = both
                 facts.merge(native)
+            facts.merge(outside)
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts, kept.get(i)) for i, (d, s) in enumerate(zip(files, screened))]
             ready = _still_valid(files, ready, published, facts, kept)
@@ -766,32 +769,49 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
     return kept
 
 
-def _waits_for_a_helper(results: Iterable[FileResult]) -> bool:
+def _waits_for_a_helper(fr: FileResult) -> bool:
     """Whether a pass-1 result held an `amp.initialize` (or a backward) because no function of the run
     takes the scaler (A2A124): a helper already on torch.amp may be that function."""
-    return any(f.code == "A2A124" for fr in results for f in fr.findings)
+    return any(f.code == "A2A124" for f in fr.findings)
 
 
 def _native_facts(files: Sequence[discovery.Discovered], published: Dict[int, RepoFacts],
-                  data_of: Dict[int, bytes]) -> Dict[int, RepoFacts]:
-    """The facts of the files whose helpers already take the GradScaler (codemods/native_scaler.py),
-    by position in the run; files whose own apex code published scaler functions are left out."""
+                  data_of: Dict[int, bytes], held: Sequence[int]) -> Tuple[Dict[int, RepoFacts], RepoFacts]:
+    """The facts of the helpers already on torch.amp (codemods/native_scaler.py): by position for the
+    files of the run (those whose own apex code published scaler functions are left out), and merged
+    for the project files outside the run that the `held` files import (pre-commit passes only the
+    staged files; the helper may have been committed on its own before)."""
     from codemods.native_scaler import native_facts
 
-    out: Dict[int, RepoFacts] = {}
+    def bytes_of(i: int, path: str) -> Optional[bytes]:
+        data = data_of.get(i) if i >= 0 else None
+        if data is None:
+            try:
+                data = read_bytes(path)
+            except SourceError:
+                return None
+        return data
+
+    inside: Dict[int, RepoFacts] = {}
     for i, d in enumerate(files):
         if d.kind != discovery.PYTHON or (i in published and published[i].scaler_functions):
             continue
-        data = data_of.get(i)
-        if data is None:
-            try:
-                data = read_bytes(d.path)
-            except SourceError:
-                continue
-        facts = native_facts(data, d.path, discovery.module_name_for(d.path)[0])
+        data = bytes_of(i, d.path)
+        facts = native_facts(data, d.path, discovery.module_name_for(d.path)[0]) if data else RepoFacts()
         if facts.scaler_functions:
-            out[i] = facts
-    return out
+            inside[i] = facts
+    outside = RepoFacts()
+    in_run = {os.path.abspath(d.path) for d in files}
+    for i in held:
+        data = bytes_of(i, files[i].path)
+        for path in discovery.imported_files(files[i].path, data) if data else ():
+            if path in in_run:
+                continue
+            in_run.add(path)
+            other = bytes_of(-1, path)
+            if other:
+                outside.merge(native_facts(other, path, discovery.module_name_for(path)[0]))
+    return inside, outside
 
 
 def _file_weight(task: Tuple[Any, ...]) -> float:

@@ -305,3 +305,36 @@ class K:
     assert scaler_helpers(src.replace(b"def a(loss, opt, scaler):\n    scaler.scale", b"def a(x):\n    x.y")) \
         == ("amp_scaler", {"c": KEYWORD_ONLY})
     assert scaler_helpers(b"def f(:\n scaler.scale(") == (None, {})
+
+
+def test_caller_alone_in_the_run_finds_the_helper_it_imports(tmp_path):
+    """pre-commit passes only the staged caller; the helper, committed earlier, is read from disk
+    because the caller's amp.initialize would otherwise be held (A2A124)."""
+    _write(tmp_path, "pkg/__init__.py", "")
+    _write(tmp_path, "pkg/engine.py", HAND_MIGRATED)
+    _write(tmp_path, "pkg/main.py", MAIN_WITH_INITIALIZE.replace("from engine import", "from .engine import"))
+    _write(tmp_path, "pkg/unrelated.py", HAND_MIGRATED.replace("train_one_epoch", "other_epoch"))
+    res = subprocess.run([sys.executable, "-m", "migrate", "rewrite", "--no-cache", str(tmp_path / "pkg" / "main.py")],
+                         capture_output=True, text=True)
+    main = (tmp_path / "pkg" / "main.py").read_text()
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "train_one_epoch(model, loader, optimizer, grad_scaler=scaler)" in main, res.stdout + main
+    assert "A2A124" not in res.stdout and "apex" not in main
+    assert (tmp_path / "pkg" / "engine.py").read_text().startswith("import torch")  # read, never written
+
+
+def test_imported_files_resolve_project_modules_only(tmp_path):
+    from migrate.discovery import imported_files
+    _write(tmp_path, "proj/__init__.py", "")
+    _write(tmp_path, "proj/sub/__init__.py", "")
+    _write(tmp_path, "proj/sub/a.py", "")
+    _write(tmp_path, "proj/b.py", "")
+    _write(tmp_path, "proj/c/__init__.py", "")
+    _write(tmp_path, "top.py", "")
+    src = b"import os, torch\nfrom . import a\nfrom .. import b\nfrom ..c import x\nimport top\nfrom .... import z\n"
+    got = imported_files(str(tmp_path / "proj" / "sub" / "a.py"), src)
+    assert [os.path.relpath(p, tmp_path) for p in got] == [
+        os.path.join("proj", "sub", "__init__.py"), os.path.join("proj", "sub", "a.py"),  # from . import a
+        os.path.join("proj", "__init__.py"), os.path.join("proj", "b.py"),  # from .. import b
+        os.path.join("proj", "c", "__init__.py"), "top.py"]  # os, torch, x and z are not project files
+    assert imported_files(str(tmp_path / "top.py"), b"def f(:\n") == []
