@@ -13,3 +13,11 @@ if "APEX2AMP_CACHE_DIR" not in os.environ:
     _cache_root = tempfile.mkdtemp(prefix="apex2amp-test-cache-")
     atexit.register(shutil.rmtree, _cache_root, ignore_errors=True)
     os.environ["APEX2AMP_CACHE_DIR"] = os.path.join(_cache_root, "c")
+
+# Temporary files of the code under test (verify's migrated copies, subprocess runs) go to one
+# folder per session, removed at exit, so the suite leaves nothing in the system temp folder.
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # tmp_path stays where pytest keeps it
+_tmp_root = tempfile.mkdtemp(prefix="apex2amp-test-tmp-")
+atexit.register(shutil.rmtree, _tmp_root, ignore_errors=True)
+os.environ["TMPDIR"] = _tmp_root
+tempfile.tempdir = _tmp_root

@@ -49,3 +49,6 @@ def test_verify_migrates_a_copy_and_passes():
                           "--", "--fp16", "--epochs", "1"], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "migrating a copy" in res.stdout and "PASS" in res.stdout
+    kept = res.stdout.split("kept for review in ", 1)[1].splitlines()[0]
+    assert os.path.isfile(os.path.join(kept, "train.py")) and "amp.scale_loss" not in open(
+        os.path.join(kept, "train.py")).read()

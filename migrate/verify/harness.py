@@ -36,6 +36,7 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
     if migrated is None:
         echo("verify: migrating a copy of %s with apex2amp" % original)
         migrated = migrate_copy(original)
+        echo("verify: the migrated copy is kept for review in %s" % migrated)
     if device == "auto":
         device = "cuda" if cuda_available() else "cpu"
     apex = "real" if real_apex_available() else "emulated"
