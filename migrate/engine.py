@@ -162,7 +162,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
     wrapper: Optional[MetadataWrapper] = None
     positions: Any = None
     suppressions: Optional[Suppressions] = None
-    for ran, cm in enumerate(codemods, 1):
+    for cm in codemods:
         if wrapper is None or wrapper.module is not module:
             wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
             positions = _LazyPositions(wrapper)
@@ -184,7 +184,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
                 f.line = _compose(maps, f.line) if f.line else 0
         findings.extend(stage)
         if new_module is not module:
-            new_code = _code_of(new_module, index_it=ran < len(codemods))
+            new_code = ModuleIndex.of(new_module).code
             if new_code != current:
                 if track_lines:
                     maps.append(_line_map(current, new_code))
@@ -192,17 +192,6 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
                 suppressions = None
             module = new_module
     return current, module, findings, None
-
-
-def _code_of(module: cst.Module, index_it: bool) -> str:
-    """The code of a stage's output. A stage followed by another gets the output indexed (the next
-    codemod reads the index; the code comes with it); the last stage's output is only generated:
-    the safety gate's second rewrite usually finds nothing to run (most migrated files want no
-    codemod any more) and indexes the tree itself when it does."""
-    cached = ModuleIndex.cached(module)
-    if cached is not None:
-        return cached.code
-    return ModuleIndex.of(module).code if index_it else module.code
 
 
 def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", options: Optional[Options] = None,
