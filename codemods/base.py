@@ -150,6 +150,7 @@ class FileContext:
         self._positions: Any = None
         self._stage_findings: List[Finding] = []
         self.suppressions: Any = None  # codemods.suppression.Suppressions of the current stage's text
+        self.changed_by: List[str] = []  # NAMEs of the earlier stages that changed this file's tree
 
     def line_of(self, node: cst.CSTNode) -> int:
         pos = self._positions.get(node) if self._positions is not None else None

@@ -83,6 +83,16 @@ class RemoveApexImports(Codemod):
                 break
             flags = flags - set(stuck)
             kept_flags.update(stuck)
+        gate = None
+        if flag_tries and not any(uses.get(name) for name in locals_) \
+                and not set(ctx.changed_by) & APEX_CODEMODS:
+            gate = _test_gate(ModuleIndex.of(module), set(flag_tries))
+        if gate is not None:
+            ctx.report(gate, R.LEFTOVER.code, "apex is imported here only to check that it is installed, and the "
+                                              "flag decides which tests are skipped: the code under test may still "
+                                              "need apex (a library, a module this run did not migrate), so the "
+                                              "check stays; fold it by hand once nothing needs apex")
+            return module
         plan = EditPlan()
         probes = _apex_probes(module, table)
         for name, stmt in sorted(probes.items()):
@@ -546,6 +556,36 @@ def _empties_its_try(stmt: cst.CSTNode, index: ModuleIndex, removable: Set[str])
             if not isinstance(small, (cst.Import, cst.ImportFrom)) or not import_bound_names(small) <= removable:
                 return False
     return True
+
+
+# codemods that rewrite apex code: when one of them changed the file, its apex names were read
+APEX_CODEMODS = {"amp", "apex_modules", "apex_parallel", "manual_scaling"}
+SKIP_MARKERS = {"skipif", "skipIf", "skipUnless", "skip_if", "skip_unless"}
+SKIP_CALLS = {"skip", "skipTest"}
+
+
+def _test_gate(index: ModuleIndex, flags: Set[str]) -> Optional[cst.CSTNode]:
+    """The first test-skip condition that reads one of `flags`: `pytest.mark.skipif(not HAS_APEX, ...)`,
+    `unittest.skipUnless(HAS_APEX, ...)`, or an `if` on the flag whose body calls `pytest.skip(...)` /
+    `self.skipTest(...)`. An apex flag there says whether apex is installed for the code under test,
+    which may live in another package: folding it to True would run tests that still need apex."""
+    for name in index.names:
+        if name.value not in flags:
+            continue
+        for node in index.ancestors(name):
+            if isinstance(node, cst.Call) and _callee(node) in SKIP_MARKERS:
+                return node
+            if isinstance(node, cst.If) and index.contains(node.test, name) and any(
+                    _callee(c) in SKIP_CALLS for c in index.calls_in(node.body)):
+                return node
+    return None
+
+
+def _callee(call: cst.Call) -> str:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else ""
 
 
 def _apex_probes(module: cst.Module, table: ImportTable) -> Dict[str, cst.CSTNode]:

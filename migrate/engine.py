@@ -184,6 +184,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
                 f.line = _compose(maps, f.line) if f.line else 0
         findings.extend(stage)
         if new_module is not module:
+            ctx.changed_by.append(cm.NAME)
             new_code = ModuleIndex.of(new_module).code
             if new_code != current:
                 if track_lines:
