@@ -402,6 +402,11 @@ class _Analysis:
             self.report(call, R.UNSUPPORTED, "`amp.initialize` result used in an expression: migrate by hand")
             self.abort = True
             return
+        if opts is not None and target is not None and _empty_sequence(opts.value):
+            tparts = _tuple_parts(target)
+            if tparts is not None and len(tparts) == 2 and isinstance(tparts[1], cst.Name) and tparts[1].value == "_":
+                # `model, _ = amp.initialize(model, [], ...)`: the inference form, apex's empty optimizer list dropped
+                opts, target = None, tparts[0]
         source = models.value if opts is None else cst.Tuple(
             [cst.Element(models.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
              cst.Element(opts.value)], lpar=[], rpar=[])
@@ -465,6 +470,15 @@ class _Analysis:
                 return
         # what the call itself says (its gates hold already where the call stood)
         own_cond = _bool_safe(_and(cond_list[len(conds):]))
+        if opts is None and level == "O3":
+            # apex cast the weights to fp16: every method ran fp16 (waveglow's `infer` on `mel.half()`), which
+            # an autocast forward cannot stand for (spec: O3 is report-only)
+            self.report(call, R.UNSUPPORTED, "`amp.initialize` without optimizers at O3 cast the model to fp16 "
+                                             "(all its methods, not only forward): replace it with `model.half()` "
+                                             "(apex also cast forward's inputs to fp16 and outputs to fp32), or "
+                                             "run the model fp32 under `torch.autocast(...)` (the O1 recipe)")
+            self.abort = True
+            return
         if level in ("O2", "O3"):
             self.report(call, R.OPT_LEVEL, f"opt_level {level}: the model stays fp32 and runs under autocast "
                                            f"(GradScaler refuses fp16 gradients); numerics and memory change")
@@ -1412,6 +1426,11 @@ class ApexAmpToTorchAmp(Codemod):
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
     return "__name__" in names_read(test)
+
+
+def _empty_sequence(node: cst.BaseExpression) -> bool:
+    """`[]` or `()`."""
+    return isinstance(node, (cst.List, cst.Tuple)) and not node.elements
 
 
 def _tuple_parts(t: cst.BaseExpression) -> Optional[List[cst.BaseExpression]]:
