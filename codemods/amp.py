@@ -849,11 +849,20 @@ class _Analysis:
 
         outer = self
 
+        anchors: Dict[int, cst.BaseStatement] = {}  # step call -> the statement its update follows
+
         class V(cst.CSTVisitor):
             def visit_Call(self, n: cst.Call) -> None:
                 f = n.func
-                if isinstance(f, cst.Attribute) and f.attr.value == "step" and norm_code(f.value) in optimizers:
+                if not (isinstance(f, cst.Attribute) and f.attr.value == "step"):
+                    return
+                if norm_code(f.value) in optimizers:
                     steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
+                    return
+                loop = outer._optimizer_loop(n, f.value)
+                if loop is not None:
+                    steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
+                    anchors[id(n)] = loop
 
         self._replay(V())
         steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])]
@@ -877,8 +886,9 @@ class _Analysis:
                 continue
             self.plan.replace_node[call] = _expr(f"{self.scaler_expr()}.step({opt})")
             self.user_funcs.add(func)
-            loop = self._loop_of(stmt)
-            by_block.setdefault((id(func), id(loop)), []).append(s)
+            anchor = anchors.get(id(call), stmt)  # a loop over the optimizers updates once, after the loop
+            loop = self._loop_of(anchor)
+            by_block.setdefault((id(func), id(loop)), []).append((call, anchor, func, opt))
             self.report(call, R.STEP, f"`{opt}.step()` -> `{self.scaler_expr()}.step({opt})`", fixed=True)
         for group in by_block.values():
             blocks = {id(self.block_of(s[1])[0]) for s in group}
@@ -891,6 +901,21 @@ class _Analysis:
             else:
                 for s in group:
                     self.plan.insert_after(s[1], [_stmt(f"{self.scaler_expr()}.update()")])
+
+    def _optimizer_loop(self, call: cst.Call, receiver: cst.BaseExpression) -> Optional[cst.For]:
+        """The `for o in optimizers:` around `o.step()` when `optimizers` holds the amp optimizers
+        (`amp.scale_loss(loss, optimizers)`, or the list `amp.initialize` was given), `o` is that loop's
+        own plain target and the loop body does not rebind it."""
+        if not isinstance(receiver, cst.Name):
+            return None
+        for node in self.index.ancestors(call):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and \
+                    node.target.value == receiver.value:
+                rebound = receiver.value in assigned_names(node.body)
+                return node if norm_code(node.iter) in self.optimizers and not rebound else None
+        return None
 
     def _before_initialize(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef]) -> bool:
         """Whether `stmt` comes before the scaler's creation in the function that calls `amp.initialize`:
