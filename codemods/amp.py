@@ -849,7 +849,7 @@ class _Analysis:
 
         outer = self
 
-        anchors: Dict[int, cst.BaseStatement] = {}  # step call -> the statement its update follows
+        anchors = self._step_anchors  # step call -> the loop over the optimizers it sits in
 
         class V(cst.CSTVisitor):
             def visit_Call(self, n: cst.Call) -> None:
@@ -987,7 +987,21 @@ class _Analysis:
                 if _differs_only_in(stmt, other_stmt, params.value):  # type: ignore[union-attr]
                     target_stmt, replacement = owner, other_stmt  # type: ignore[assignment]
                     collapsed.append(owner)
-            window = self._window_child(target_stmt, step[1]) if step is not None else None
+            # a step in a loop over the optimizers: the window is that loop's block, and a clip in a loop
+            # over the same optimizers (`for o in optimizers: clip(amp.master_params(o))`) unscales there
+            anchor = self._step_anchors.get(id(step[0]), step[1]) if step is not None else None
+            if anchor is not None and self.index.contains(anchor, target_stmt):
+                anchor = step[1]  # the clip sits in the step's own loop: the window is that loop's body
+            window = self._window_child(target_stmt, anchor) if anchor is not None else None
+            in_loop = step is not None and opt is not None and anchor is not step[1] and window is not None and \
+                self._optimizer_loop(clip, _expr(opt)) is not None
+            loop = self._step_anchors.get(id(step[0])) if step is not None else None
+            if loop is not None and not in_loop and not self.index.contains(loop, target_stmt):
+                self.report(clip, R.CLIP_ELSEWHERE, f"gradients are still scaled here, and `{opt}` steps in a loop "
+                                                    "over several optimizers: unscale each of them "
+                                                    "(`scaler.unscale_(o)`) before this clip, by hand")
+                self._unsafe = "a gradient clip before a loop of optimizer steps would clip scaled gradients"
+                continue
             if step is not None and window is None:
                 self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
                                                     f"boundary: move it next to the step after `scaler.unscale_({opt})`")
@@ -1009,7 +1023,9 @@ class _Analysis:
                 unscaled.add(key)
                 unscale = [_stmt(f"{self.scaler_expr()}.unscale_({opt})")]
                 bw = self._backward_before(target_stmt, func, opt)
-                if bw is not None and step is not None and window is not None and \
+                if in_loop:
+                    self.plan.insert_before(target_stmt, unscale)
+                elif bw is not None and step is not None and window is not None and \
                         self._window_child(bw, step[1]) is not None and \
                         self._index_in(self._window_child(bw, step[1])) <= self._index_in(window):
                     # apex unscaled when scale_loss exited: do the same, right after the backward
@@ -1292,6 +1308,7 @@ class _Analysis:
         self._mp_done: Set[int] = set()
         self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
         self._cross_params: Dict[int, str] = {}
+        self._step_anchors: Dict[int, cst.BaseStatement] = {}
         self._threading_failed: Optional[str] = None
         self._threading_failed_at: Optional[cst.CSTNode] = None
         self._unsafe: Optional[str] = None
