@@ -22,7 +22,8 @@ from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_a
                     literal_string, names_read, norm_code, sole_call)
 
 AMP = "apex.amp"
-CLIP_FUNCS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
+CLIP_FUNCS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm",
+              "clip_grads", "clip_gradients")  # mmcv's OptimizerHook, Lightning's LightningModule
 DROPPED_INIT_KWARGS = {"keep_batchnorm_fp32", "verbosity", "master_weights", "cast_model_type",
                        "patch_torch_functions", "num_losses", "patch_torch_functions_type"}
 REPORTED_INIT_KWARGS = {"min_loss_scale", "max_loss_scale", "cast_model_outputs"}
@@ -1203,6 +1204,13 @@ class _Analysis:
                 continue
             seen.add(id(f))
             needing.append(f)
+            base = self._framework_base(f)
+            if base is not None and not self._call_sites(f, funcs):
+                self._threading_failed = (f"`{f.name.value}` needs the scaler, but it is a method of a subclass of "
+                                          f"`{base}`, which may call it with its own fixed arguments (a framework "
+                                          "hook), and nothing in this run calls it")
+                self._threading_failed_at = f
+                break
             for call in self._call_sites(f, funcs):
                 caller = self.func_of(call)
                 if id(call) in self._threaded_calls:
@@ -1249,6 +1257,22 @@ class _Analysis:
                 self.report(f, R.THREADED, f"method `{f.name.value}` now takes a `{self.scaler_ref}` parameter but no "
                                            f"caller was found in this run: pass the GradScaler "
                                            f"(`{self.scaler_ref}={self.scaler_ref}`) where it is called")
+
+    def _framework_base(self, f: cst.FunctionDef) -> Optional[str]:
+        """The imported base class from another package (mmcv's `OptimizerHook`, torch's `Optimizer`,
+        Lightning's `LightningModule`) of the class `f` is a method of, or None."""
+        block = self.parent(f)
+        cls = self.parent(block) if isinstance(block, cst.IndentedBlock) else None
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        mine = self.ctx.module_name.split(".")[0]
+        for b in cls.bases:
+            if b.keyword is not None:
+                continue
+            for q in sorted(self.table.qualified_names(b.value)):
+                if q.split(".")[0] != mine:
+                    return q
+        return None
 
     def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
         out: Dict[str, List[cst.FunctionDef]] = {}
