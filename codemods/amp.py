@@ -774,19 +774,21 @@ class _Analysis:
         return any(self.index.names_within({name}, scope, [stmt, *rebinding]))
 
     def _model_names(self) -> Set[str]:
-        """The amp models and the names they are assigned to wrapped or moved (`net = DDP(model)`,
-        `m = model.cuda()`), gathered once the models are known."""
+        """The amp models and the names they are assigned to, as they are, wrapped or moved (`model =
+        self.model`, `net = DDP(model)`, `m = model.cuda()`), gathered once the models are known."""
         if self._called_models is None or not self.models <= self._called_models:
             names = set(self.models)
+            assigns = [n for n in self.index.nodes if type(n) is cst.Assign and len(n.targets) == 1]  # type: ignore
             grew = bool(names)
             while grew:
                 grew = False
-                for call in self.index.calls:
-                    stmt = self.parent(call)
-                    if not (isinstance(stmt, cst.Assign) and stmt.value is call and len(stmt.targets) == 1):
-                        continue
+                for stmt in assigns:
                     target = norm_code(stmt.targets[0].target)
-                    if target not in names and self._wraps_model(call, names):
+                    value = stmt.value
+                    if target in names:
+                        continue
+                    if (isinstance(value, cst.Call) and self._wraps_model(value, names)) or \
+                            (isinstance(value, (cst.Name, cst.Attribute)) and norm_code(value) in names):
                         names.add(target)
                         grew = True
             self._called_models = names
