@@ -202,6 +202,8 @@ _APEX_IMPORT = re.compile(
 _CONTINUED_IMPORT = re.compile(rb"(?m)(?:^|[;:])[ \t]*(?:from|import)[ \t][^\n#]*\\\r?$")
 _LOGICAL_LINE = re.compile(rb"(?:[^\n]*\\\r?\n)*[^\n]*")
 _APEX_WORD = re.compile(rb"\bapex\b")
+_APEX_LITERAL = re.compile(rb"apex")
+_BACKSLASH_NEWLINE = re.compile(rb"\\\r?\n")
 
 
 def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> bool:
@@ -216,13 +218,25 @@ def _has_apex_import(data: bytes) -> bool:
     backslash counts when its logical line names apex); without the word no import can."""
     if b"apex" not in data:
         return False
-    if _APEX_IMPORT.search(data) is not None:
-        return True
-    for m in _CONTINUED_IMPORT.finditer(data):
-        line = _LOGICAL_LINE.match(data, m.start())
-        if line is not None and _APEX_WORD.search(line.group()) is not None:
+    # the regexes have no literal prefix (`re` would try them at every byte): they read only the lines
+    # that hold the word, or that end with a backslash
+    for m in _APEX_LITERAL.finditer(data):
+        if _APEX_IMPORT.search(_physical_line(data, m.start())) is not None:
             return True
+    for m in _BACKSLASH_NEWLINE.finditer(data):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        if _CONTINUED_IMPORT.search(data, start, m.end()) is not None:
+            line = _LOGICAL_LINE.match(data, start)
+            if line is not None and _APEX_WORD.search(line.group()) is not None:
+                return True
     return False
+
+
+def _physical_line(data: bytes, at: int) -> bytes:
+    """The line of `data` that holds byte `at`, without its newline."""
+    start = data.rfind(b"\n", 0, at) + 1
+    end = data.find(b"\n", at)
+    return data[start:] if end < 0 else data[start:end]
 
 
 _IMPORT_ERROR_HANDLER = re.compile(rb"except[ \t(]+(?:builtins\.)?(?:ImportError|ModuleNotFoundError)\b")
