@@ -36,7 +36,14 @@ def append_item(items: List, new):
         between = items[-2].comma if len(items) > 1 and isinstance(items[-2].comma, cst.Comma) else \
             cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         return items[:-1] + [last.with_changes(comma=between), new.with_changes(comma=last.comma)]
-    return items[:-1] + [last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), new]
+    # no trailing comma: the whitespace before `)` (a line break when `)` has a line of its own) moves
+    # to the new last item, and one item per line stays so when the items before say it
+    trail = "whitespace_after_param" if isinstance(last, cst.Param) else "whitespace_after_arg"
+    between = items[-2].comma if len(items) > 1 and isinstance(items[-2].comma, cst.Comma) and isinstance(
+        items[-2].comma.whitespace_after, cst.ParenthesizedWhitespace) else \
+        cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return items[:-1] + [last.with_changes(comma=between, **{trail: cst.SimpleWhitespace("")}),
+                         new.with_changes(**{trail: getattr(last, trail)})]
 
 
 def add_param(name: str):
