@@ -868,7 +868,8 @@ class _Analysis:
                     anchors[id(n)] = loop
 
         self._replay(V())
-        steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])]
+        steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])
+                 and not self._before_any_backward(s[1], s[2])]
         self._steps = steps
         if not steps:
             if self.has_scale_loss:
@@ -919,6 +920,23 @@ class _Analysis:
                 rebound = receiver.value in assigned_names(node.body)
                 return node if norm_code(node.iter) in self.optimizers and not rebound else None
         return None
+
+    def _before_any_backward(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef]) -> bool:
+        """Whether no scaled backward of `func` can run before `stmt`: every one comes later in the
+        function and none shares a loop with it. Such a step (UNITER's "quick hack for amp
+        delay_unscale bug", a dummy `optimizer.step()` before the training loop) steps no scaled
+        gradient, and `scaler.step` would fail there (no `scaler.scale` yet this iteration)."""
+        pos = self.ctx._positions
+        if pos is None or stmt not in pos:
+            return False
+        mine = [w for w, f, _ in self._backwards if f is func]
+        if not mine or any(w not in pos for w in mine):
+            return False
+        line = pos[stmt].start.line
+        if any(pos[w].start.line < line for w in mine):
+            return False
+        loops = [a for a in self.index.ancestors(stmt) if isinstance(a, (cst.For, cst.While))]
+        return not any(self.index.contains(loop, w) for loop in loops for w in mine)
 
     def _before_initialize(self, stmt: cst.CSTNode, func: Optional[cst.FunctionDef]) -> bool:
         """Whether `stmt` comes before the scaler's creation in the function that calls `amp.initialize`:
