@@ -212,10 +212,15 @@ def edit_args(call: cst.Call, *, drop: Sequence[cst.Arg] = (), replace: Optional
     sep: cst.Comma = next((a.comma for a in orig if isinstance(a.comma, cst.Comma)
                            and a is not orig[-1]), _SPACE_COMMA)
     out: List[cst.Arg] = []
+    keep: Set[int] = set()  # arguments (kept or replaced) whose own comma, line break and all, stays
     trailing = orig[-1].comma if orig else cst.MaybeSentinel.DEFAULT
     for i, a in enumerate(orig):
         if id(a) not in drop_ids:
-            out.append(replace.get(i, a))
+            r = replace.get(i, a)
+            if i < len(orig) - 1 and isinstance(a.comma, cst.Comma):
+                r = r if r is a else r.with_changes(comma=a.comma)
+                keep.add(id(r))
+            out.append(r)
         if i == insert_after:
             out.extend(new)
     if insert_after >= len(orig) or (insert_after < 0 and new and not orig):
@@ -227,7 +232,7 @@ def edit_args(call: cst.Call, *, drop: Sequence[cst.Arg] = (), replace: Optional
         was_last = bool(orig) and a is orig[-1]
         if i == len(out) - 1:
             fixed.append(a.with_changes(comma=trailing, whitespace_after_arg=closing))
-        elif isinstance(a.comma, cst.Comma) and not was_last and any(a is o for o in orig[:-1]):
+        elif id(a) in keep:
             fixed.append(a)
         else:
             a = a.with_changes(whitespace_after_arg=cst.SimpleWhitespace("")) if was_last else a
