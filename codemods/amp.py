@@ -1010,14 +1010,14 @@ class _Analysis:
                     collapsed.append(owner)
             # a step in a loop over the optimizers: the window is that loop's block, and a clip in a loop
             # over the same optimizers (`for o in optimizers: clip(amp.master_params(o))`) unscales there
-            anchor = self._step_anchors.get(id(step[0]), step[1]) if step is not None else None
-            if anchor is not None and self.index.contains(anchor, target_stmt):
-                anchor = step[1]  # the clip sits in the step's own loop: the window is that loop's body
-            window = self._window_child(target_stmt, anchor) if anchor is not None else None
-            in_loop = step is not None and opt is not None and anchor is not step[1] and window is not None and \
-                self._optimizer_loop(clip, _expr(opt)) is not None
             loop = self._step_anchors.get(id(step[0])) if step is not None else None
-            if loop is not None and not in_loop and not self.index.contains(loop, target_stmt):
+            if loop is not None and self.index.contains(loop, target_stmt):
+                loop = None  # the clip sits in the step's own loop: the window is that loop's body
+            anchor = loop if loop is not None else (step[1] if step is not None else None)
+            window = self._window_child(target_stmt, anchor) if anchor is not None else None
+            in_loop = loop is not None and opt is not None and window is not None and \
+                self._optimizer_loop(clip, _expr(opt)) is not None
+            if loop is not None and not in_loop:
                 self.report(clip, R.CLIP_ELSEWHERE, f"gradients are still scaled here, and `{opt}` steps in a loop "
                                                     "over several optimizers: unscale each of them "
                                                     "(`scaler.unscale_(o)`) before this clip, by hand")
@@ -1281,9 +1281,8 @@ class _Analysis:
     def _framework_base(self, f: cst.FunctionDef) -> Optional[str]:
         """The imported base class from another package (mmcv's `OptimizerHook`, torch's `Optimizer`,
         Lightning's `LightningModule`) of the class `f` is a method of, or None."""
-        block = self.parent(f)
-        cls = self.parent(block) if isinstance(block, cst.IndentedBlock) else None
-        if not isinstance(cls, cst.ClassDef):
+        cls = self.class_of(f)
+        if cls is None:
             return None
         mine = self.ctx.module_name.split(".")[0]
         for b in cls.bases:

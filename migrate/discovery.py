@@ -272,13 +272,12 @@ def imported_files(path: str, data: bytes) -> List[str]:
     import g` -> the sibling, `from pkg import mod` -> ROOT/pkg/mod.py when that is a module."""
     import ast
 
+    from codemods.base import module_root  # here: a run that needs no facts does not import the codemods
+
     module, is_pkg = module_name_for(path)
     if not module:
         return []
-    folder = os.path.dirname(os.path.abspath(path))
-    root = folder
-    for _ in range(module.count(".") + (1 if is_pkg else 0)):
-        root = os.path.dirname(root)
+    root = module_root(path, module)
     package = module.split(".") if is_pkg else module.split(".")[:-1]
     try:
         tree = ast.parse(data)

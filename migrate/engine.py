@@ -784,14 +784,16 @@ def _native_facts(files: Sequence[discovery.Discovered], published: Dict[int, Re
     staged files; the helper may have been committed on its own before)."""
     from codemods.native_scaler import native_facts
 
+    read: Dict[str, Optional[bytes]] = {}  # the held files are read by both loops below
+
     def bytes_of(i: int, path: str) -> Optional[bytes]:
         data = data_of.get(i) if i >= 0 else None
-        if data is None:
+        if data is None and path not in read:
             try:
-                data = read_bytes(path)
+                read[path] = read_bytes(path)
             except SourceError:
-                return None
-        return data
+                read[path] = None
+        return data if data is not None else read[path]
 
     inside: Dict[int, RepoFacts] = {}
     for i, d in enumerate(files):
