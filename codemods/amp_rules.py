@@ -245,8 +245,12 @@ UNSUPPORTED = rule(
 A wrong rewrite is worse than none: when `amp.initialize` returns into an unusual target, is called
 with `*args` or from a class body, `scale_loss` is used outside a `with`, or code at module level
 would need a scaler that no `amp.initialize` in the module creates (it runs in another module), the
-module's amp code is left as it is and each site is reported. Migrate by hand following the target
-idiom (see `apex2amp explain A2A101`).""",
+module's amp code is left as it is and each site is reported. The same holds for a method of a
+subclass of another package's class that nothing in the run calls (a framework hook such as mmcv's
+`OptimizerHook.after_train_iter(runner)`: the framework passes no scaler), and for the inference form
+at O3 (`amp.initialize(model, opt_level="O3")` without optimizers cast the whole model to fp16, which
+an autocast forward cannot stand for: use `model.half()` or the O1 recipe). Migrate by hand following
+the target idiom (see `apex2amp explain A2A101`).""",
     before="""
 return amp.initialize(*parts)""",
     after="""
@@ -259,7 +263,10 @@ LEFTOVER = rule(
 Some apex use could not be migrated, so its import stays and the module still needs apex at run time.
 The other findings on this file say what to do. An apex name that only a string annotation or a
 `cast("Name", ...)` names (often imported under `if TYPE_CHECKING:`) also keeps its import: a type
-checker reads it; change those annotations, then drop the import.""",
+checker reads it; change those annotations, then drop the import. An apex import nothing reads whose
+flag skips tests (`pytest.mark.skipif(not HAS_APEX)`, `skipUnless`, `self.skipTest`) stays too: it checks
+that apex is installed for code under test elsewhere, which may still need it; fold it by hand once
+nothing does.""",
     before="""
 from apex import amp""",
     after="")
@@ -298,7 +305,9 @@ CLIP_ELSEWHERE = rule(
     why="""
 `scaler.unscale_(opt)` may be called once per `update()`. A clip that runs on every micro-batch while
 the step runs only at the accumulation boundary cannot get it safely: move the clip next to the step
-and call `scaler.unscale_(opt)` before it.""",
+and call `scaler.unscale_(opt)` before it. The same goes for a clip before a loop that steps several
+optimizers (`for o in optimizers: o.step()`) when the clip names none of them: unscale each optimizer
+(`for o in optimizers: scaler.unscale_(o)`) before it.""",
     before="""
 clip_grad_norm_(model.parameters(), 1.0)
 if (i + 1) % accum == 0:
