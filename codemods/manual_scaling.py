@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from .apex_bytes import may_import_apex
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -158,7 +159,7 @@ class ManualLossScalingToGradScaler(Codemod):
     def wants(self, data: bytes, module_name: str = "") -> bool:
         """Second stage on the stdlib AST: apex's fp16_utils names, a `(loss * S).backward()` (directly or
         through the assignment before it), or a class with both `backward` and `step` methods."""
-        return _may_scale_by_hand(data)
+        return _may_scale_by_hand(data, module_name)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
@@ -837,9 +838,10 @@ def _no_scaled_backward(data: bytes) -> bool:
 
 
 @functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes
-def _may_scale_by_hand(data: bytes) -> bool:
+def _may_scale_by_hand(data: bytes, module_name: str = "") -> bool:
     """A superset of the files `_Migration` can act on, decided without libcst."""
-    if b"apex" in data or b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data:
+    if b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data \
+            or may_import_apex(data, module_name):
         return True
     if b"backward" not in data or _no_scaled_backward(data):
         return False

@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_constants as _sre_const  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
+from codemods.apex_bytes import may_import_apex
 from codemods.base import Codemod, RepoFacts
 from codemods.walk import ast_nodes, parse_ast
 
@@ -192,51 +193,9 @@ def coarse(data: bytes, present: Optional[Present] = None) -> bool:
 
 # -- stage 2: which codemods a file needs ---------------------------------------------------------
 
-# An import that binds something from apex: `from apex...`, `import x, apex.amp as a`, or a dynamic
-# import naming apex.
-_APEX_IMPORT = re.compile(
-    rb"(?m)(?:^|[;:])[ \t]*(?:from[ \t]+apex\b|import[ \t][^\n#]*\bapex\b)"
-    rb"|import[^\n]*['\"]apex\b"
-)
-# An import continued with a backslash, and the rest of its logical line (read whole for the word apex).
-_CONTINUED_IMPORT = re.compile(rb"(?m)(?:^|[;:])[ \t]*(?:from|import)[ \t][^\n#]*\\\r?$")
-_LOGICAL_LINE = re.compile(rb"(?:[^\n]*\\\r?\n)*[^\n]*")
-_APEX_WORD = re.compile(rb"\bapex\b")
-_APEX_LITERAL = re.compile(rb"apex")
-_BACKSLASH_NEWLINE = re.compile(rb"\\\r?\n")
-
 
 def _imports_apex(data: bytes, module_name: str, facts: Optional[RepoFacts]) -> bool:
-    if module_name == "apex" or module_name.startswith("apex."):
-        return True  # a vendored copy: relative imports resolve under apex
-    return _has_apex_import(data)
-
-
-@functools.lru_cache(maxsize=64)  # amp, apex_modules, apex_parallel and imports ask about the same bytes
-def _has_apex_import(data: bytes) -> bool:
-    """Whether an import in `data` may bind something from apex (an import statement continued with a
-    backslash counts when its logical line names apex); without the word no import can."""
-    if b"apex" not in data:
-        return False
-    # the regexes have no literal prefix (`re` would try them at every byte): they read only the lines
-    # that hold the word, or that end with a backslash
-    for m in _APEX_LITERAL.finditer(data):
-        if _APEX_IMPORT.search(_physical_line(data, m.start())) is not None:
-            return True
-    for m in _BACKSLASH_NEWLINE.finditer(data):
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        if _CONTINUED_IMPORT.search(data, start, m.end()) is not None:
-            line = _LOGICAL_LINE.match(data, start)
-            if line is not None and _APEX_WORD.search(line.group()) is not None:
-                return True
-    return False
-
-
-def _physical_line(data: bytes, at: int) -> bytes:
-    """The line of `data` that holds byte `at`, without its newline."""
-    start = data.rfind(b"\n", 0, at) + 1
-    end = data.find(b"\n", at)
-    return data[start:] if end < 0 else data[start:end]
+    return may_import_apex(data, module_name)
 
 
 _IMPORT_ERROR_HANDLER = re.compile(rb"except[ \t(]+(?:builtins\.)?(?:ImportError|ModuleNotFoundError)\b")
@@ -250,7 +209,13 @@ def _install_guard(data: bytes) -> bool:
     """The shape the imports codemod unwraps, on the stdlib AST: `try:` holding only imports, one
     ImportError (or ModuleNotFoundError) handler holding only `raise` / expression statements,
     whose source mentions apex; no `else`, no `finally`."""
-    if _IMPORT_ERROR_HANDLER.search(data) is None or b"apex" not in data.lower():
+    first = _IMPORT_ERROR_HANDLER.search(data)
+    if first is None:
+        return False
+    # the handler's window starts a line above its `except`: an apex only above the first handler's
+    # window (a URL in the module docstring) cannot be in any handler's
+    above = data.rfind(b"\n", 0, max(data.rfind(b"\n", 0, first.start()), 0)) + 1
+    if data.lower().rfind(b"apex") < above:
         return False
     try:
         tree = parse_ast(data)

@@ -167,6 +167,38 @@ def test_install_guard_stage_two_needs_apex_in_an_import_error_handler():
     assert _install_guard(b"try:\n    import torch\nexcept ImportError:\n    raise ImportError('APEX')\n")
 
 
+def test_install_guard_stage_two_skips_the_parse_when_apex_is_only_above_every_handler(monkeypatch):
+    """timm's train.py: apex in the module docstring's URL, `except ImportError:` for other packages
+    further down. No handler's window can hold the word, so the file is not parsed."""
+    from codemods import walk
+    from migrate.prefilter import _install_guard
+    parsed = []
+    real = walk.parse_ast.__wrapped__
+    monkeypatch.setattr("migrate.prefilter.parse_ast", lambda data: parsed.append(1) or real(data))
+    url_above = b'"""(https://github.com/NVIDIA/apex/tree/master/examples)"""\nimport os\n\n' \
+        b'try:\n    import wandb\nexcept ImportError:\n    raise ImportError("pip install wandb")\n'
+    assert not _install_guard.__wrapped__(url_above)
+    assert parsed == []
+    line_above = b'try:\n    import amp_C  # from apex\nexcept ImportError:\n    raise\n'
+    assert _install_guard.__wrapped__(line_above)  # the line above the handler is in its window
+    below = b'try:\n    import amp_C\nexcept ImportError:\n    raise ImportError(\n        "build apex"\n    )\n'
+    assert _install_guard.__wrapped__(below)
+
+
+@pytest.mark.parametrize("text,wanted", [
+    ('"""From https://github.com/NVIDIA/apex/tree/master/examples."""\nloss.backward()\n', False),
+    ("from apex import amp\nloss.backward()\n", True),
+    ("import apex\n", True),
+    ("from apex.fp16_utils import *\n", True),
+    ("x = 1  # an apex comment\nloss = a * b\nloss.backward()\n", True),  # a scaled backward itself
+])
+def test_manual_scaling_runs_on_apex_imports_not_on_the_word(text, wanted):
+    """The codemod's apex patterns need a name resolved under apex, which only an import binds."""
+    from codemods import manual_scaling
+    assert manual_scaling._may_scale_by_hand.__wrapped__(text.encode()) is wanted
+    assert manual_scaling._may_scale_by_hand.__wrapped__(b"x = 1\n", "apex.fp16_utils.loss_scaler")
+
+
 HAZARD_SHAPES = [
     # (source, the lint reports something)
     ("import torch\nwith torch.autocast('cuda'):\n    s = s.masked_fill(m, -2 ** 30)\n", True),
