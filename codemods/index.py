@@ -17,7 +17,8 @@ import bisect
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import add, attrgetter, sub
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -34,24 +35,42 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 _KINDS = {
     cst.Call: "calls", cst.Name: "names", cst.FunctionDef: "functions", cst.ClassDef: "classes",
     cst.With: "withs", cst.Decorator: "decorators", cst.If: "ifs", cst.Try: "tries",
-    cst.SimpleString: "strings", cst.Import: "imports", cst.ImportFrom: "imports",
+    cst.SimpleString: "strings", cst.Import: "imports", cst.ImportFrom: "imports", cst.Attribute: "attributes",
 }
+_KIND_LISTS = tuple(dict.fromkeys(_KINDS.values()))
+_NAMES, _ATTRIBUTES = _KIND_LISTS.index("names"), _KIND_LISTS.index("attributes")
+_VALUE = attrgetter("value")
+_ATTR_VALUE = attrgetter("attr.value")
 
 
 class Positions(Mapping):
     """node -> CodeRange, the same ranges libcst's PositionProvider gives, computed on lookup.
 
     Spans are kept as token indices; a lookup turns them into lines and columns with a prefix sum
-    of the token lengths and a bisect over the newline offsets of the text.
+    of the token lengths and a bisect over the newline offsets of the text. Spans of statements
+    copied from an earlier tree's index are read from that index, shifted (`borrowed`).
     """
 
-    def __init__(self, spans: Dict[int, Tuple[int, int]], nodes: Dict[int, cst.CSTNode], tokens: List[str]):
+    def __init__(self, spans: Dict[int, Tuple[int, int]], nodes: Dict[int, cst.CSTNode], tokens: List[str],
+                 borrowed: Optional[Dict[int, Tuple["Positions", int]]] = None):
         self._spans = spans
         self._nodes = nodes
         self._tokens = tokens
+        self._borrowed = borrowed or {}
         self._offsets: Optional[List[int]] = None
         self._line_ends: List[int] = []
         self._cache: Dict[int, CodeRange] = {}
+
+    def span(self, key: int) -> Optional[Tuple[int, int]]:
+        """The token span of the node with this id, if it is in the tree."""
+        span = self._spans.get(key)
+        if span is None:
+            lent = self._borrowed.get(key)
+            if lent is not None:
+                inner = lent[0].span(key)
+                if inner is not None:
+                    return inner[0] + lent[1], inner[1] + lent[1]
+        return span
 
     def _position(self, token_index: int) -> CodePosition:
         if self._offsets is None:
@@ -66,8 +85,10 @@ class Positions(Mapping):
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        span = self._spans.get(key)
-        if span is None or self._nodes.get(key) is not node:
+        if self._nodes.get(key) is not node:
+            return default
+        span = self.span(key)
+        if span is None:
             return default
         hit = self._cache[key] = CodeRange(self._position(span[0]), self._position(span[1]))
         return hit
@@ -120,7 +141,7 @@ class ModuleIndex:
     _cache: "OrderedDict[int, ModuleIndex]" = OrderedDict()  # id(module) -> index (which holds the module)
     _CACHE_SIZE = 8
 
-    def __init__(self, module: cst.Module, *, use_codegen: bool = True):
+    def __init__(self, module: cst.Module, *, use_codegen: bool = True, base: Optional["ModuleIndex"] = None):
         self.module = module
         self.nodes: List[cst.CSTNode] = []  # every node, in source (pre-)order
         self.parents: Dict[int, cst.CSTNode] = {}
@@ -137,28 +158,42 @@ class ModuleIndex:
         self.tries: List[cst.Try] = []
         self.strings: List[cst.SimpleString] = []
         self.imports: List[cst.CSTNode] = []  # Import and ImportFrom nodes, anywhere
+        self.attributes: List[cst.Attribute] = []
+        self._kind_lists = tuple(getattr(self, kind) for kind in _KIND_LISTS)
         self.tables: Dict[str, object] = {}  # ImportTable per module name (see names.ImportTable.of)
         self.code: str
         self.positions: Mapping
+        # statements of a body (Module's or IndentedBlock's), for a later tree's index to copy
+        # (`base`): id -> _Statement, and their ids and first node positions in source order
+        self.statements: Dict[int, _Statement] = {}
+        self.statement_keys: List[int] = []
+        self.statement_starts: List[int] = []
         if use_codegen and _IndexingState is not None:
-            state = _IndexingState(self)
-            module._codegen(state)
+            skeleton = _skeleton(module, base) if base is not None else None
+            if skeleton is not None:
+                state: _IndexingState = _SplicingState(self, base, skeleton[1])  # type: ignore[arg-type]
+                skeleton[0]._codegen(state)
+            else:
+                state = _IndexingState(self)
+                module._codegen(state)
             tokens = state.tokens
             self.code = "".join(tokens)
             if state.popped is not None:
                 tokens = tokens + [state.popped]
-            self.positions = Positions(state.spans, state.nodes, tokens)
+            self.positions = Positions(state.spans, state.nodes, tokens, state.borrowed)
         else:
             _IndexingVisitor(self).walk(module)
             self.code = module.code
             self.positions = _PositionsFromProvider(module)
 
     @classmethod
-    def of(cls, module: cst.Module) -> "ModuleIndex":
-        """The index of `module`, built on first use."""
+    def of(cls, module: cst.Module, base: Optional[cst.Module] = None) -> "ModuleIndex":
+        """The index of `module`, built on first use. `base`: a tree `module` was derived from (a
+        codemod's input); the statements the two share are copied from its index, when it has one,
+        instead of generated again."""
         idx = cls.cached(module)
         if idx is None:
-            idx = cls(module)
+            idx = cls(module, base=cls.cached(base) if base is not None else None)
         cls.remember(idx)
         return idx
 
@@ -196,8 +231,12 @@ class ModuleIndex:
             getattr(self, kind).append(node)
             if t is cst.Name:
                 self.name_values.add(node.value)  # type: ignore[attr-defined]
-        elif t is cst.Attribute:
-            self.attr_values.add(node.attr.value)  # type: ignore[attr-defined]
+            elif t is cst.Attribute:
+                self.attr_values.add(node.attr.value)  # type: ignore[attr-defined]
+
+    def kind_lengths(self) -> Tuple[int, ...]:
+        """The lengths of the per-kind lists, in `_KIND_LISTS` order."""
+        return tuple(map(len, self._kind_lists))
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -329,8 +368,8 @@ class _Syntactic:
 
     def __exit__(self, *exc: Any) -> bool:
         st = self.state
-        start = st.spans[id(self.start_node)][0] if self.start_node is not None else self.start
-        end = st.spans[id(self.end_node)][1] if self.end_node is not None else len(st.tokens)
+        start = st.span_of(id(self.start_node))[0] if self.start_node is not None else self.start
+        end = st.span_of(id(self.end_node))[1] if self.end_node is not None else len(st.tokens)
         st.spans[id(self.node)] = (start, end)
         st.nodes[id(self.node)] = self.node
         return False
@@ -353,9 +392,21 @@ if _CodegenState is not None:
             self.stack: List[cst.CSTNode] = [None]  # type: ignore[list-item]  # parents; None above the module
             self.starts: List[int] = []
             self.popped: Optional[str] = None
+            self.open: Dict[int, Tuple[int, int, Tuple[str, ...], Tuple[int, ...]]] = {}  # statements being generated
+            self.borrowed: Dict[int, Tuple[Positions, int]] = {}
+            self.span_of = self.spans.__getitem__
 
         def before_codegen(self, node: cst.CSTNode) -> None:
-            self.index._enter(node, self.stack[-1])
+            parent = self.stack[-1]
+            index = self.index
+            tp = type(parent)
+            if (tp is cst.IndentedBlock or tp is cst.Module) and type(node) not in _NOT_STATEMENTS:
+                key = id(node)
+                self.open[key] = (len(self.tokens), len(index.nodes), tuple(self.indent_tokens),
+                                  index.kind_lengths())
+                index.statement_keys.append(key)
+                index.statement_starts.append(len(index.nodes))
+            index._enter(node, parent)
             self.stack.append(node)
             self.starts.append(len(self.tokens))
 
@@ -368,6 +419,11 @@ if _CodegenState is not None:
                 # the module's own span ends after the newline it popped, as PositionProvider's does
                 spans[key] = (start, len(self.tokens) if self.popped is None else len(self.tokens) + 1)
                 self.nodes[key] = node
+            opened = self.open.pop(key, None)
+            if opened is not None:
+                index = self.index
+                index.statements[key] = (node, opened[0], len(self.tokens), opened[1], len(index.nodes),
+                                         opened[2], opened[3], index.kind_lengths())
 
         def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
                                       end_node: Optional[cst.CSTNode] = None) -> Any:
@@ -378,6 +434,156 @@ if _CodegenState is not None:
                 self.popped = self.tokens.pop()
 else:  # pragma: no cover
     _IndexingState = None  # type: ignore[assignment,misc]
+
+
+# (node, first token, end token, first node, end node, indentation, kind list lengths before, after):
+# a body statement's whole range in its index's token list, node list and per-kind lists, and the
+# indentation it was generated under
+_Statement = Tuple[cst.CSTNode, int, int, int, int, Tuple[str, ...], Tuple[int, ...], Tuple[int, ...]]
+_NOT_STATEMENTS = frozenset({cst.EmptyLine, cst.TrailingWhitespace})
+_BODY_OWNERS = (cst.Module, cst.IndentedBlock)
+# nodes that hold statements below them: a changed one is copied with its bodies' shared statements
+# replaced by stand-ins
+_HOLDS_STATEMENTS = (cst.BaseCompoundStatement, cst.IndentedBlock, cst.Else, cst.Finally, cst.ExceptHandler,
+                     cst.ExceptStarHandler, cst.MatchCase)
+
+
+def _delta(here: Tuple[int, ...], there: Tuple[int, ...]) -> Tuple[int, ...]:
+    return tuple(map(sub, here, there))
+
+
+class _Splice:
+    """Stands in a body for a statement the base index generated: its tokens and index entries are
+    copied from there when the indentation matches, else it is generated as usual."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: cst.CSTNode):
+        self.node = node
+
+    def _codegen(self, state: "_SplicingState", **kwargs: Any) -> None:
+        if kwargs or not state.splice(self.node):
+            self.node._codegen(state, **kwargs)
+
+
+def _skeleton(module: cst.Module, base: "ModuleIndex") -> Optional[Tuple[cst.Module, Dict[int, cst.CSTNode]]]:
+    """`module` with every body statement `base` generated replaced by a `_Splice`, and the map from
+    the copies made on the way back to `module`'s own nodes; None when nothing can be shared."""
+    if not base.statements or module.default_indent != base.module.default_indent \
+            or module.default_newline != base.module.default_newline:
+        return None
+    statements = base.statements
+    originals: Dict[int, cst.CSTNode] = {}
+
+    def shared(stmt: Any) -> bool:
+        known = statements.get(id(stmt))
+        return known is not None and known[0] is stmt
+
+    def copy(node: cst.CSTNode) -> cst.CSTNode:
+        changes: Dict[str, Any] = {}
+        if isinstance(node, _BODY_OWNERS):
+            body = [_Splice(b) if shared(b) else copy(b) if isinstance(b, _HOLDS_STATEMENTS) else b
+                    for b in node.body]
+            if any(a is not b for a, b in zip(body, node.body)):
+                changes["body"] = body
+        else:
+            for name in ("body", "orelse", "handlers", "finalbody", "cases"):
+                value = getattr(node, name, None)
+                if isinstance(value, _HOLDS_STATEMENTS):
+                    new = copy(value)
+                    if new is not value:
+                        changes[name] = new
+                elif isinstance(value, (list, tuple)) and value and isinstance(value[0], _HOLDS_STATEMENTS):
+                    items = [copy(v) for v in value]
+                    if any(a is not b for a, b in zip(items, value)):
+                        changes[name] = items
+        if not changes:
+            return node
+        out = node.with_changes(**changes)
+        originals[id(out)] = node
+        return out
+
+    skeleton = copy(module)
+    return (skeleton, originals) if skeleton is not module else None  # type: ignore[return-value]
+
+
+if _IndexingState is not None:
+    class _SplicingState(_IndexingState):  # type: ignore[misc,valid-type]
+        """Code generation of a skeleton (`_skeleton`) that indexes the real tree: copies stand for
+        their originals, and stand-ins copy the base index's tokens, nodes, parents and spans."""
+
+        def __init__(self, index: ModuleIndex, base: ModuleIndex, originals: Dict[int, cst.CSTNode]):
+            super().__init__(index)
+            self.base = base
+            self.originals = originals
+            self.base_tokens = base.positions._tokens  # type: ignore[attr-defined]
+            self.span_of = self._span_of_either  # type: ignore[assignment]
+
+        def before_codegen(self, node: cst.CSTNode) -> None:
+            super().before_codegen(self.originals.get(id(node), node))
+
+        def after_codegen(self, node: cst.CSTNode) -> None:
+            super().after_codegen(self.originals.get(id(node), node))
+
+        def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
+                                      end_node: Optional[cst.CSTNode] = None) -> Any:
+            return _Syntactic(self, self._real(node), self._real(start_node), self._real(end_node))
+
+        def _real(self, node: Any) -> Any:
+            if type(node) is _Splice:
+                return node.node
+            return self.originals.get(id(node), node)
+
+        def _span_of_either(self, key: int) -> Tuple[int, int]:
+            span = self.spans.get(key)
+            if span is None:
+                lent = self.borrowed[key]
+                inner = lent[0].span(key)
+                span = (inner[0] + lent[1], inner[1] + lent[1])  # type: ignore[index]
+            return span
+
+        def splice(self, stmt: cst.CSTNode) -> bool:
+            """Copy `stmt` from the base index if it was generated under this same indentation: its
+            tokens, and its subtree's nodes, parents, kind lists and spans (read from the base's)."""
+            base = self.base
+            _, t0, t1, n0, n1, indent, kinds0, kinds1 = base.statements[id(stmt)]
+            if indent != tuple(self.indent_tokens):
+                return False
+            index = self.index
+            shift, nshift = len(self.tokens) - t0, len(index.nodes) - n0
+            self.tokens.extend(self.base_tokens[t0:t1])
+            here = index.kind_lengths()
+            subtree = base.nodes[n0:n1]
+            keys = list(map(id, subtree))
+            index.nodes.extend(subtree)
+            inner = keys[1:]
+            index.parents.update(zip(inner, map(base.parents.__getitem__, inner)))
+            parent = self.stack[-1]
+            if parent is not None:
+                index.parents[keys[0]] = parent
+            self.nodes.update(zip(keys, subtree))
+            self.borrowed.update(zip(keys, repeat((base.positions, shift))))
+            for kind, a, b in zip(_KIND_LISTS, kinds0, kinds1):
+                if b > a:
+                    getattr(index, kind).extend(getattr(base, kind)[a:b])
+            if kinds1[_NAMES] > kinds0[_NAMES]:
+                index.name_values.update(map(_VALUE, base.names[kinds0[_NAMES]:kinds1[_NAMES]]))
+            if kinds1[_ATTRIBUTES] > kinds0[_ATTRIBUTES]:
+                index.attr_values.update(map(_ATTR_VALUE, base.attributes[kinds0[_ATTRIBUTES]:kinds1[_ATTRIBUTES]]))
+            moved = _delta(here, kinds0)
+            first = bisect.bisect_left(base.statement_starts, n0)
+            last = bisect.bisect_left(base.statement_starts, n1)
+            for key in base.statement_keys[first:last]:
+                n, a, b, m0, m1, ind, k0, k1 = base.statements[key]
+                index.statements[key] = (n, a + shift, b + shift, m0 + nshift, m1 + nshift, ind,
+                                         tuple(map(add, k0, moved)), tuple(map(add, k1, moved)))
+                index.statement_keys.append(key)
+                index.statement_starts.append(m0 + nshift)
+            return True
+
+
+else:  # pragma: no cover
+    _SplicingState = None  # type: ignore[assignment,misc]
 
 
 class _ParentMapping:

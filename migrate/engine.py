@@ -185,7 +185,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
         findings.extend(stage)
         if new_module is not module:
             ctx.changed_by.append(cm.NAME)
-            new_code = ModuleIndex.of(new_module).code
+            new_code = ModuleIndex.of(new_module, base=module).code
             if new_code != current:
                 if track_lines:
                     maps.append(_line_map(current, new_code))

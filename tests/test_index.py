@@ -81,3 +81,122 @@ def test_reads_answers_like_read_names(name, source):
     fast = ModuleIndex(module)
     expected = ModuleIndex(module).read_names
     assert {v for v in values if fast.reads(v)} == expected & values
+
+
+# -- an index derived from an earlier tree's (ModuleIndex.of(new, base=old)) -------------------------
+
+def _assert_same_index(derived: ModuleIndex, full: ModuleIndex) -> None:
+    """Everything a codemod reads from an index, compared node by node."""
+    assert derived.code == full.code
+    assert [id(n) for n in derived.nodes] == [id(n) for n in full.nodes]
+    assert derived.parents == full.parents
+    for kind in LISTS + ("attributes",):
+        assert [id(n) for n in getattr(derived, kind)] == [id(n) for n in getattr(full, kind)], kind
+    assert derived.name_values == full.name_values and derived.attr_values == full.attr_values
+    assert len(derived.positions) == len(full.positions)
+    for node in full.nodes:
+        assert derived.positions.get(node) == full.positions.get(node), type(node).__name__
+    assert derived.statements == full.statements
+    assert derived.statement_keys == full.statement_keys and derived.statement_starts == full.statement_starts
+
+
+def _replaced(index: ModuleIndex, target: cst.CSTNode, replacement: cst.CSTNode) -> cst.Module:
+    """The module with `target` replaced, every node off the path to it kept (as codemods do)."""
+    import dataclasses
+    child, new = target, replacement
+    for parent in index.ancestors(target):
+        changes = {}
+        for f in dataclasses.fields(parent):
+            value = getattr(parent, f.name)
+            if value is child:
+                changes[f.name] = new
+            elif isinstance(value, (list, tuple)) and any(v is child for v in value):
+                changes[f.name] = [new if v is child else v for v in value]
+        child, new = parent, parent.with_changes(**changes)
+    return new
+
+
+def _edit(module: cst.Module, kind: str):
+    """One edit of a kind codemods make, or None when the module has no place for it: a call gains
+    an argument, a function a parameter, statements move under a new `with` (deeper indentation),
+    an `if`/`elif` test changes, a statement is inserted or removed, the deepest statement replaced."""
+    index = ModuleIndex(module)
+    if kind == "call":
+        call = next((c for c in index.calls if isinstance(c.func, cst.Name)), None)
+        return call and _replaced(index, call, call.with_changes(
+            args=[*call.args, cst.Arg(cst.Name("s"), keyword=cst.Name("scaler"))]))
+    if kind == "param":
+        f = next(iter(index.functions), None)
+        return f and _replaced(index, f.params, f.params.with_changes(
+            params=[*f.params.params, cst.Param(cst.Name("scaler"), default=cst.Name("None"))]))
+    if kind == "wrap":
+        f = next((f for f in index.functions if isinstance(f.body, cst.IndentedBlock) and len(f.body.body) > 1), None)
+        if f is None:
+            return None
+        block = cst.With(items=[cst.WithItem(cst.Name("ctx"))], body=cst.IndentedBlock(body=f.body.body[1:]))
+        return _replaced(index, f.body, f.body.with_changes(body=[f.body.body[0], block]))
+    if kind == "if":
+        node = index.ifs[-1] if index.ifs else None
+        return node and _replaced(index, node.test, cst.Name("flag"))
+    if kind == "insert":
+        return module.with_changes(body=[cst.parse_statement("import os\n"), *module.body])
+    if kind == "remove":
+        return module.with_changes(body=module.body[1:]) if len(module.body) > 1 else None
+    deepest = max((n for n in index.nodes if isinstance(n, cst.SimpleStatementLine)),
+                  key=lambda n: sum(1 for _ in index.ancestors(n)), default=None)
+    return deepest and _replaced(index, deepest, cst.parse_statement("pass\n"))
+
+
+DERIVED_EXTRA = {
+    **EXTRA,
+    "nested": "import a\n\nclass K:\n    def f(self):\n        if x:\n            g(1)\n        elif y:\n"
+              "            g(2)\n        else:\n            try:\n                h()\n            except E:\n"
+              "                pass\n            finally:\n                k()\n        return z\n",
+    "no_newline_nested": "def f():\n    a()\n    if b:\n        c()",
+}
+
+
+@pytest.mark.parametrize("kind", ["call", "param", "wrap", "if", "insert", "remove", "deepest"])
+def test_derived_index_equals_a_full_build(kind):
+    sources = [*(s for _, s in list(_sources())[::3]), *DERIVED_EXTRA.values()]  # every stage is in the next test
+    copied = 0
+    for source in sources:
+        old = cst.parse_module(source)
+        base = ModuleIndex(old)
+        new = _edit(old, kind)
+        if new is None:
+            continue
+        derived = ModuleIndex(new, base=base)
+        _assert_same_index(derived, ModuleIndex(new))
+        again = _edit(new, kind)  # a derived index as the base of the next one
+        if again is not None:
+            _assert_same_index(ModuleIndex(again, base=derived), ModuleIndex(again))
+        copied += bool(derived.positions._borrowed)
+    assert copied > 20  # most edits leave statements in place to copy
+
+
+def test_derived_index_of_real_codemod_stages():
+    """Every codemod stage of every fixture: the index engine derives equals a full build."""
+    from codemods import registry
+    from codemods.base import FileContext
+    from libcst.metadata import MetadataWrapper as Wrapper
+    from migrate.prefilter import codemods_for
+    checked = 0
+    for name, source in _sources():
+        module = cst.parse_module(source)
+        data = source if isinstance(source, bytes) else source.encode()
+        for cm in codemods_for(data, registry.CODEMODS, lambda code: True):
+            ModuleIndex.forget_all()
+            ModuleIndex.of(module)
+            try:
+                new = cm.transform(Wrapper(module, unsafe_skip_copy=True), FileContext(name, "", None, None, None))
+            except Exception:
+                continue
+            if new is module:
+                continue
+            derived = ModuleIndex.of(new, base=module)
+            _assert_same_index(derived, ModuleIndex(new))
+            module = new
+            checked += 1
+    ModuleIndex.forget_all()
+    assert checked > 100
