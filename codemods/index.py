@@ -392,38 +392,54 @@ if _CodegenState is not None:
             self.stack: List[cst.CSTNode] = [None]  # type: ignore[list-item]  # parents; None above the module
             self.starts: List[int] = []
             self.popped: Optional[str] = None
-            self.open: Dict[int, Tuple[int, int, Tuple[str, ...], Tuple[int, ...]]] = {}  # statements being generated
+            self.kind_lists = {t: getattr(index, kind) for t, kind in _KINDS.items()}
             self.borrowed: Dict[int, Tuple[Positions, int]] = {}
             self.span_of = self.spans.__getitem__
 
         def before_codegen(self, node: cst.CSTNode) -> None:
-            parent = self.stack[-1]
+            # ModuleIndex._enter, inlined: this runs once per node of every tree indexed
+            stack = self.stack
+            parent = stack[-1]
             index = self.index
+            nodes = index.nodes
+            t = type(node)
             tp = type(parent)
-            if (tp is cst.IndentedBlock or tp is cst.Module) and type(node) not in _NOT_STATEMENTS:
-                key = id(node)
-                self.open[key] = (len(self.tokens), len(index.nodes), tuple(self.indent_tokens),
-                                  index.kind_lengths())
-                index.statement_keys.append(key)
-                index.statement_starts.append(len(index.nodes))
-            index._enter(node, parent)
-            self.stack.append(node)
-            self.starts.append(len(self.tokens))
+            if (tp is cst.IndentedBlock or tp is cst.Module) and t not in _NOT_STATEMENTS:
+                # a body statement: its start goes on the stack with what a later index needs to copy it
+                index.statement_keys.append(id(node))
+                index.statement_starts.append(len(nodes))
+                self.starts.append((len(self.tokens), len(nodes), tuple(self.indent_tokens),  # type: ignore[arg-type]
+                                    tuple(map(len, index._kind_lists))))
+            else:
+                self.starts.append(len(self.tokens))
+            nodes.append(node)
+            if parent is not None:
+                index.parents[id(node)] = parent
+            kind = self.kind_lists.get(t)
+            if kind is not None:
+                kind.append(node)
+                if t is cst.Name:
+                    index.name_values.add(node.value)  # type: ignore[attr-defined]
+                elif t is cst.Attribute:
+                    index.attr_values.add(node.attr.value)  # type: ignore[attr-defined]
+            stack.append(node)
 
         def after_codegen(self, node: cst.CSTNode) -> None:
             self.stack.pop()
             start = self.starts.pop()
             key = id(node)
             spans = self.spans
+            opened = None
+            if type(start) is tuple:
+                opened, start = start, start[0]
             if key not in spans:
                 # the module's own span ends after the newline it popped, as PositionProvider's does
                 spans[key] = (start, len(self.tokens) if self.popped is None else len(self.tokens) + 1)
                 self.nodes[key] = node
-            opened = self.open.pop(key, None)
             if opened is not None:
                 index = self.index
-                index.statements[key] = (node, opened[0], len(self.tokens), opened[1], len(index.nodes),
-                                         opened[2], opened[3], index.kind_lengths())
+                index.statements[key] = (node, start, len(self.tokens), opened[1], len(index.nodes), opened[2],
+                                         opened[3], tuple(map(len, index._kind_lists)))
 
         def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
                                       end_node: Optional[cst.CSTNode] = None) -> Any:
