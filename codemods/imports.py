@@ -10,7 +10,7 @@ still used keep their import and get a finding.
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import ScopeProvider
@@ -165,11 +165,12 @@ class RemoveApexImports(Codemod):
             plan.replace_node[node] = constant
         self._star_findings(star, uses, ctx, plan)
         new_module = apply_plan(module, plan) if plan else module
-        if plan and ModuleIndex.of(new_module).code.startswith(("\n", "\r\n")) \
+        if plan and ModuleIndex.of(new_module, base=module).code.startswith(("\n", "\r\n")) \
                 and not ModuleIndex.of(module).code.startswith(("\n", "\r\n")):
             new_module = _strip_leading_blank_lines(new_module)
         if constants:
-            new_module = new_module.visit(_FoldStatements(constants))
+            paths = _paths_to(ModuleIndex.of(new_module, base=module), constants)
+            new_module = new_module.visit(_FoldStatements(constants, paths))
         if not _install_guard_candidates(module):
             return new_module
         return _unwrap_install_guards(new_module, ctx, report=False)
@@ -442,12 +443,23 @@ class _FoldStatements(FoldApexGuards):
     Only those constants fold: a `True`/`False` the user wrote stays as written.
     """
 
-    def __init__(self, constants: Iterable[cst.Name]):
+    def __init__(self, constants: Iterable[cst.Name], paths: Optional[Set[int]] = None):
         super().__init__(set(), set())
         self.ours: Dict[int, cst.CSTNode] = {id(c): c for c in constants}
+        self.paths = paths  # ids of the constants and their ancestors: nothing else can fold
         self._elifs: Set[int] = set()  # ids of the If nodes that are another If's `elif`
         self.produced: Dict[int, int] = {}  # id(original statement) -> how many statements it became
         self.carried: Dict[int, Lines] = {}  # id(original statement) -> comments of a removed statement
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.paths is not None and id(node) not in self.paths:
+            return False  # no constant below: the subtree stays as it is (and keeps its identity)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        if self.paths is not None and id(original_node) not in self.paths:
+            return updated_node
+        return super().on_leave(original_node, updated_node)
 
     def _own(self, node: cst.CSTNode) -> cst.CSTNode:
         self.ours[id(node)] = node
@@ -541,6 +553,18 @@ class _FoldStatements(FoldApexGuards):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried)
         return close_block(updated, body, leftover)  # type: ignore[return-value]
+
+
+def _paths_to(index: ModuleIndex, nodes: Iterable[cst.CSTNode]) -> Set[int]:
+    """The ids of `nodes` and of every ancestor of theirs in the indexed tree."""
+    out: Set[int] = set()
+    for node in nodes:
+        out.add(id(node))
+        for a in index.ancestors(node):
+            if id(a) in out:
+                break
+            out.add(id(a))
+    return out
 
 
 def _empties_its_try(stmt: cst.CSTNode, index: ModuleIndex, removable: Set[str]) -> bool:

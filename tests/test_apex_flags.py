@@ -161,3 +161,21 @@ def test_index_flag_reads_agree_with_libcst_scope_analysis(src, monkeypatch):
     fast = summary()
     monkeypatch.setattr(imports, "_plain_flag_reads", lambda *a: None)
     assert fast == summary()
+
+
+def test_folding_flags_leaves_every_statement_without_one_as_it_was():
+    """The fold visits only the paths to the constants that replaced the flags: the other statements
+    are the input's own objects, so the next index copies them instead of generating them again."""
+    from codemods.base import FileContext
+    from codemods.imports import RemoveApexImports
+    src = ("import os\n\ntry:\n    from apex import amp\n    HAS_APEX = True\nexcept ImportError:\n    HAS_APEX = False\n\n\n"
+           "def untouched(x):\n    return [y * 2 for y in x]\n\n\n"
+           "def gated(model):\n    if HAS_APEX:\n        model = model.half()\n    return model\n")
+    module = cst.parse_module(src)
+    new = RemoveApexImports().transform(MetadataWrapper(module, unsafe_skip_copy=True),
+                                        FileContext("m.py", "m", None, None, None))
+    assert "HAS_APEX" not in new.code and "if " not in new.code
+    before = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+    after = {s.name.value: s for s in new.body if isinstance(s, cst.FunctionDef)}
+    assert after["untouched"] is before["untouched"]
+    assert after["gated"] is not before["gated"]
