@@ -553,15 +553,17 @@ def _run(paths: Sequence[str], config: RunConfig,
     kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
     result = RunResult(scanned=len(files))
     with FilePool(config.jobs) as pool:
-        screened = _screen_all(files, config, cache, keys, kept, pool)
+        early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]] = {}  # pass 1 done while screening
+        screened = _screen_all(files, config, cache, keys, kept, pool, early)
         facts = RepoFacts()
         published: Dict[int, RepoFacts] = {}
         ready: Dict[int, FileResult] = {}  # results made before pass 2's pool (written, if asked, below)
         indexed = [i for i, (step, _) in enumerate(screened) if step == _PASS_ONE]
-        pass_one = {i: cache.get(keys[i], "pass1") for i in indexed} if cache else {}
-        todo1 = [i for i in indexed if pass_one.get(i) is None]
-        for i, res in zip(todo1, pool.map(_pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed,
-                                          weight=_file_weight)):
+        pass_one = {i: cache.get(keys[i], "pass1") for i in indexed if i not in early} if cache else {}
+        todo1 = [i for i in indexed if pass_one.get(i) is None and i not in early]
+        done1 = list(early.items()) + list(zip(todo1, pool.map(
+            _pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed, weight=_file_weight)))
+        for i, res in done1:
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
@@ -641,9 +643,12 @@ MIN_POOL_SCREEN = 256  # fewer files to screen than this are screened in this pr
 
 
 def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache: Any, keys: List[Any],
-                kept: _KeptBytes, pool: Any) -> List[Tuple[int, Optional[FileResult]]]:
+                kept: _KeptBytes, pool: Any, early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]]
+                ) -> List[Tuple[int, Optional[FileResult]]]:
     """Each file's screen, in order. Files the cache does not answer are screened in the pool when
-    they are many (a big tree with few candidates spends its time here), in this process otherwise."""
+    they are many (a big tree with few candidates spends its time here), in this process otherwise.
+    In the pool, the pass-1 rewrite of each candidate starts as soon as its chunk is screened, while
+    the other chunks still are; those results land in `early` (by file position)."""
     screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
     if cache is None:
         todo = list(range(len(files)))
@@ -658,8 +663,19 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
                 screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
     if len(todo) >= MIN_POOL_SCREEN and pool.parallel_for(len(todo)):
         size = max(1, min(SCREEN_CHUNK, -(-len(todo) // (4 * pool.jobs))))
+        # biggest files first: a big candidate's rewrite then starts with the first chunks back
+        todo = sorted(todo, key=lambda i: -_file_weight((files[i],)))
         chunks = [[(i, files[i]) for i in todo[k:k + size]] for k in range(0, len(todo), size)]
-        for chunk in pool.map(_screen_task, [(c, config) for c in chunks], _screen_crashed, parallel=True):
+
+        def candidates(chunk: List[Tuple[int, Tuple[int, Optional[FileResult]], Optional[bytes]]]
+                       ) -> List[Tuple[int, Tuple[discovery.Discovered, RunConfig]]]:
+            return [(i, (files[i], config)) for i, one, _ in chunk if one[0] == _PASS_ONE
+                    and (cache is None or keys[i] is None or cache.get(keys[i], "pass1") is None)]
+
+        screens, rewritten = pool.pipeline(_screen_task, [(c, config) for c in chunks], _screen_crashed,
+                                           candidates, _pass_one_task, _pass_one_crashed, weight=_file_weight)
+        early.update(rewritten)
+        for chunk in screens:
             for i, one, digest in chunk:
                 data = data_of.pop(i, None)
                 if cache is not None and keys[i] is not None and digest == keys[i][2]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -107,6 +107,65 @@ class FilePool:
                 start, last_failed = broke_at + 1, None
             else:
                 start, last_failed = broke_at, broke_at
+
+    def pipeline(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],
+                 follow: Callable[[R], Sequence[Tuple[Any, Any]]], follow_fn: Callable[[Any], Any],
+                 follow_crash: Callable[[Any], Any], weight: Optional[Callable[[Any], float]] = None
+                 ) -> Tuple[List[R], Dict[Any, Any]]:
+        """`fn` over `items` in the workers (results in input order), and `follow_fn` over the
+        (key, item) pairs `follow(result)` names, each submitted as soon as that result is back.
+
+        At most `jobs` of `items` run or wait at a time, so follow-up work queues behind no more
+        than that: a big file found by the first screening chunk is rewritten while the others are
+        still screened. Returns (results, {key: follow_fn(item)}). If a worker dies, what is left
+        goes through `map` (which restarts the pool and isolates the item that brings it down).
+        """
+        executor = self._start(len(items))
+        results: List[Any] = [None] * len(items)
+        got = [False] * len(items)
+        followed: Dict[Any, Any] = {}
+        queued: Dict[Any, Tuple[Any, Any]] = {}  # key -> (item, future)
+        waiting: Dict[Any, int] = {}  # future -> index into items
+        nxt = 0
+        try:
+            while nxt < len(items) and len(waiting) < self.jobs:
+                waiting[executor.submit(fn, items[nxt])] = nxt
+                nxt += 1
+            while waiting:
+                done, _ = wait(list(waiting), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = waiting.pop(fut)
+                    results[i], got[i] = fut.result(), True
+                    pairs = list(follow(results[i]))
+                    if weight is not None:
+                        pairs.sort(key=lambda kv: -weight(kv[1]))  # type: ignore[misc]
+                    for key, item in pairs:
+                        queued[key] = (item, executor.submit(follow_fn, item))
+                    if nxt < len(items):
+                        waiting[executor.submit(fn, items[nxt])] = nxt
+                        nxt += 1
+            for key, (item, fut) in queued.items():
+                followed[key] = fut.result()
+            return results, followed
+        except BrokenProcessPool:
+            self._discard()
+        rest = [i for i in range(len(items)) if not got[i]]
+        for i, value in zip(rest, self.map(fn, [items[i] for i in rest], on_crash, parallel=True)):
+            results[i] = value
+            for key, item in follow(value):
+                queued[key] = (item, None)
+        lost = []
+        for key, (item, fut) in queued.items():
+            if key in followed:
+                continue
+            if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
+                followed[key] = fut.result()
+            else:
+                lost.append((key, item))
+        for (key, _), value in zip(lost, self.map(follow_fn, [item for _, item in lost], follow_crash,
+                                                   weight=weight)):
+            followed[key] = value
+        return results, followed
 
     def _discard(self) -> None:
         if self._executor is not None:

@@ -47,6 +47,55 @@ def test_worker_crash_is_reported_not_hung(tmp_path):
     assert [o for i, o in enumerate(out) if i != 7] == [i * 2 for i in items if i != 7]
 
 
+def _wait_for_marker(item):
+    """The last item waits (at most 20 s) for the marker the first item's follow-up writes."""
+    i, marker, last = item
+    if i == last:
+        import time
+        deadline = time.monotonic() + 20
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return i, os.path.exists(marker)
+    return i, None
+
+
+def _write_marker(item):
+    i, marker = item
+    if i == 0:
+        open(marker, "w").close()
+    return -i
+
+
+def test_pipeline_starts_follow_ups_while_first_stage_items_still_run(tmp_path):
+    """The rewrite of a candidate found in the first screening chunk runs before the last chunk is
+    screened: here the last item waits for a file only the first item's follow-up writes."""
+    from migrate.pool import FilePool
+    marker = str(tmp_path / "marker")
+    items = [(i, marker, 5) for i in range(6)]
+    with FilePool(2) as pool:
+        results, followed = pool.pipeline(_wait_for_marker, items, lambda it: None,
+                                          lambda res: [(res[0], (res[0], marker))] if res[0] in (0, 3) else [],
+                                          _write_marker, lambda it: "crashed")
+    assert results == [(0, None), (1, None), (2, None), (3, None), (4, None), (5, True)]
+    assert followed == {0: 0, 3: -3}
+
+
+def _follow_crashes_on_2(item):
+    if item == 2:
+        os._exit(3)
+    return item * 10
+
+
+def test_pipeline_survives_a_worker_that_dies_in_a_follow_up():
+    from migrate.pool import FilePool
+    with FilePool(2) as pool:
+        results, followed = pool.pipeline(_crash_on_7, list(range(10)), lambda i: ("crashed", i),
+                                          lambda r: [(r, r // 2)] if isinstance(r, int) else [],
+                                          _follow_crashes_on_2, lambda i: ("crashed", i))
+    assert results == [0, 2, 4, 6, 8, 10, 12, ("crashed", 7), 16, 18]
+    assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
+
+
 def _crash_on_7(i):
     if i == 7:
         os._exit(3)
@@ -90,6 +139,13 @@ def test_screening_in_the_pool_agrees_with_screening_here(tmp_path, monkeypatch)
         return real_map(self, fn, items, *a, **k)
 
     monkeypatch.setattr(FilePool, "map", spy)
+    real_pipeline = FilePool.pipeline
+
+    def spy_pipeline(self, fn, items, *a, **k):
+        mapped.append((fn.__name__, True))
+        return real_pipeline(self, fn, items, *a, **k)
+
+    monkeypatch.setattr(FilePool, "pipeline", spy_pipeline)
     summary = lambda r: [(f.path, f.new_text, f.error, [(x.code, x.line, x.message) for x in f.findings])
                          for f in r.files]
     here = summary(run([str(tmp_path / "t")], RunConfig(jobs=1)))
