@@ -672,6 +672,7 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
             return [(i, (files[i], config)) for i, one, _ in chunk if one[0] == _PASS_ONE
                     and (cache is None or keys[i] is None or cache.get(keys[i], "pass1") is None)]
 
+        _registry()  # imported once here, before the workers fork, not once in each of them
         screens, rewritten = pool.pipeline(_screen_task, [(c, config) for c in chunks], _screen_crashed,
                                            candidates, _pass_one_task, _pass_one_crashed, weight=_file_weight)
         early.update(rewritten)
