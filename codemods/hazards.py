@@ -53,7 +53,9 @@ rule("A2A604", "fp16-cast-left", ".half() / float16 cast left in mixed-precision
 With autocast + GradScaler the model and its inputs stay fp32: autocast picks fp16 per op, and
 GradScaler raises "Attempting to unscale FP16 gradients" for fp16 parameters. `.half()` and
 `.to(torch.float16)` casts left from apex O2/O3 or hand-written fp16 code should go (inference-only
-code may keep them deliberately: add `# apex2amp: ignore[A2A604]`).""",
+code may keep them deliberately: add `# apex2amp: ignore[A2A604]`). Casts that are plainly on purpose
+are not reported: a round trip (`model.half().float()`) and one side of a precision switch
+(`model.half() if fp16 else model.float()`).""",
      before="model = model.cuda().half()\nimages = images.half()",
      after="model = model.cuda()")
 rule("A2A605", "nonfinite-check-scaled", "isnan / isinf check on a scaled loss", fixes=False, severity=WARNING,
@@ -426,8 +428,23 @@ class _Lint(cst.CSTVisitor):
         if last in CLIP_FUNCS:
             events.append((self._line(node), "clip", node))
 
+    def _deliberate_precision(self, node: cst.Call) -> bool:
+        """A cast the code makes on purpose, not for training: a round trip (`model.half().float()`,
+        which rounds weights to fp16 precision) or one branch of a precision switch
+        (`model.half() if fp16 else model.float()`, inference code choosing its dtype)."""
+        parents = ModuleIndex.of(self.wrapper.module).parents
+        parent = parents.get(id(node))
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "float" \
+                and isinstance(parents.get(id(parent)), cst.Call):
+            return True
+        if isinstance(parent, cst.IfExp) and (parent.body is node or parent.orelse is node):
+            other = parent.orelse if parent.body is node else parent.body
+            return isinstance(other, cst.Call) and isinstance(other.func, cst.Attribute) \
+                and other.func.attr.value == "float"
+        return False
+
     def _half_cast(self, node: cst.Call, last: str) -> None:
-        if not isinstance(node.func, cst.Attribute):
+        if not isinstance(node.func, cst.Attribute) or self._deliberate_precision(node):
             return
         if last == "half" and not node.args:
             self._report(node, "A2A604", ".half() left in mixed-precision code: keep the model and inputs fp32 "
