@@ -799,7 +799,7 @@ def _big_operand_before(data: bytes, i: int) -> bool:
 # A call's arguments, up to three brackets deep: string literals and comments are single atoms, so
 # a bracket inside them does not count. A call this does not match (deeper, an escape or a line
 # break inside a string) is taken as a cast.
-_ARG_ATOM = rb"""(?:[^()'"#]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
+_ARG_ATOM = rb"""(?:[^()'"#]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
 _CAST_CALL_B = re.compile(rb"\(" + nested(_ARG_ATOM, ((rb"\(", rb"\)"),)) + rb"\)")
 _CAST_OPEN_B = re.compile(rb"\.[\s\\]*(?:to|type)[\s\\]*(?=\()")
 _HALF_CALL_B = re.compile(rb"\.[\s\\]*half[\s\\]*\(")

@@ -785,8 +785,8 @@ def _autocast_maker(device: str, dtype: str, indent: str):
     return make
 
 
-_ATOM = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
-_LINE_ATOM = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*)"""
+_ATOM = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
+_LINE_ATOM = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
 _BRACKETS = ((rb"\(", rb"\)"), (rb"\[", rb"\]"), (rb"\{", rb"\}"))
 _NESTED = nested(_ATOM, _BRACKETS)
 # the rest of a statement's line: line atoms, and bracketed groups that may span lines
