@@ -266,7 +266,9 @@ The other findings on this file say what to do. An apex name that only a string 
 checker reads it; change those annotations, then drop the import. An apex import nothing reads whose
 flag skips tests (`pytest.mark.skipif(not HAS_APEX)`, `skipUnless`, `self.skipTest`) stays too: it checks
 that apex is installed for code under test elsewhere, which may still need it; fold it by hand once
-nothing does.""",
+nothing does. An apex import nothing in its module reads stays as well when another file imports that
+name from the module (a package `__init__.py` re-exporting `FusedAdam`, `from .modeling import
+BertLayerNorm`): removing it would break that import; point the importer at the torch class first.""",
     before="""
 from apex import amp""",
     after="")

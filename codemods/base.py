@@ -102,6 +102,10 @@ class RepoFacts:
     scaler_slots: Dict[str, Dict[str, int]] = field(default_factory=dict)
     unmigrated_amp: List[str] = field(default_factory=list)
     spawn_entries: Dict[str, Any] = field(default_factory=dict)
+    # module -> the names whose unused apex import pass 1 removed, and module -> name -> a file that
+    # imports that name from the module (found after pass 1): such an import stays in pass 2
+    dropped_imports: Dict[str, List[str]] = field(default_factory=dict)
+    reexports: Dict[str, Dict[str, str]] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: "RepoFacts") -> None:
@@ -113,6 +117,11 @@ class RepoFacts:
             self.scaler_slots.setdefault(mod, {}).update(slots)
         self.unmigrated_amp.extend(m for m in other.unmigrated_amp if m not in self.unmigrated_amp)
         self.spawn_entries.update(other.spawn_entries)
+        for mod, names in other.dropped_imports.items():
+            known = self.dropped_imports.setdefault(mod, [])
+            known.extend(n for n in names if n not in known)
+        for mod, importers in other.reexports.items():
+            self.reexports.setdefault(mod, {}).update(importers)
         for key, value in other.extra.items():
             self.extra.setdefault(key, value)
 

@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from . import amp_rules as R
-from .base import INFO, Codemod, FileContext
+from .base import INFO, Codemod, FileContext, facts_key
 from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
 from .index import ModuleIndex
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
@@ -101,12 +101,25 @@ class RemoveApexImports(Codemod):
                                               "may need apex")
         # flags and `amp is None` checks inside other expressions fold to constants
         typed = _forward_references(ModuleIndex.of(module), locals_)
-        removable = {name for name in locals_ if not uses.get(name) and name not in probes and name not in typed}
+        key = facts_key(ctx.path, ctx.module_name) if ctx.module_name else ""
+        imported_elsewhere = ctx.facts.reexports.get(key, {}) if key else {}
+        removable = {name for name in locals_ if not uses.get(name) and name not in probes and name not in typed
+                     and name not in imported_elsewhere}
         kept = locals_ - removable
+        at_module_level = {name for name in removable
+                           if _bound_at_module_level(table, name, ModuleIndex.of(module))}
+        if at_module_level and key:  # other files may import these from here
+            ctx.exported.dropped_imports[key] = sorted(at_module_level)
         if kept:
             # something from apex is still used: leave guards and flags alone
             for name in sorted(kept - set(probes)):
                 for stmt in table.statements.get(name, [])[:1]:
+                    if name in imported_elsewhere and not uses.get(name):
+                        ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is imported from this module by "
+                                                          f"{imported_elsewhere[name]}: its import stays so that "
+                                                          "import keeps working; point that file at the torch "
+                                                          "equivalent (or migrate it), then remove this one")
+                        continue
                     if not uses.get(name):
                         ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is named in a string annotation or "
                                                           "`cast()`: its import stays for type checkers; migrate "
@@ -553,6 +566,13 @@ class _FoldStatements(FoldApexGuards):
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         body, leftover = rehome_comments(original.body, updated.body, self.produced, self.carried)
         return close_block(updated, body, leftover)  # type: ignore[return-value]
+
+
+def _bound_at_module_level(table: ImportTable, name: str, index: ModuleIndex) -> bool:
+    """Whether an import of `name` sits outside every function and class (another module can import
+    only those bindings)."""
+    return any(not any(isinstance(a, (cst.FunctionDef, cst.ClassDef)) for a in index.ancestors(stmt))
+               for stmt in table.statements.get(name, []))
 
 
 def _paths_to(index: ModuleIndex, nodes: Iterable[cst.CSTNode]) -> Set[int]:

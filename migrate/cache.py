@@ -137,5 +137,7 @@ def facts_digest(facts: Any) -> str:
     norm = (sorted((k, sorted(v)) for k, v in facts.scaler_functions.items()),
             sorted(facts.scaler_params.items()), sorted((k, sorted(v.items())) for k, v in facts.scaler_slots.items()),
             sorted((str(k), repr(v)) for k, v in facts.spawn_entries.items()),
-            sorted((str(k), repr(v)) for k, v in facts.extra.items()), sorted(facts.unmigrated_amp))
+            sorted((str(k), repr(v)) for k, v in facts.extra.items()), sorted(facts.unmigrated_amp),
+            sorted((k, sorted(v)) for k, v in facts.dropped_imports.items()),
+            sorted((k, sorted(v.items())) for k, v in facts.reexports.items()))
     return hashlib.blake2b(repr(norm).encode(), digest_size=16).hexdigest()

@@ -11,7 +11,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -586,6 +586,9 @@ def _run(paths: Sequence[str], config: RunConfig,
         if prefilter.has_fact_names(facts):
             screened = [_rescreen(d, s, facts, kept.get(i)) for i, (d, s) in enumerate(zip(files, screened))]
             ready = _still_valid(files, ready, published, facts, kept)
+        if facts.dropped_imports:
+            # folders the run walked whole need no second walk (excluded files may still import)
+            _keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
         for i, (step, _) in enumerate(screened):
             if cache and step != _SKIP and i not in ready and keys[i] is not None:
@@ -785,6 +788,24 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
         if not prefilter.mentions_fact(data, merged, discovery.module_name_for(files[i].path)[0], own):
             kept[i] = fr
     return kept
+
+
+def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: Dict[int, RepoFacts],
+                             data_of: Dict[int, bytes], facts: RepoFacts, ready: Dict[int, FileResult],
+                             walked: Sequence[str]) -> None:
+    """The unused apex imports pass 1 removed that another file imports from their module
+    (`pkg/__init__.py` re-exporting FusedAdam): recorded in `facts.reexports`, and their modules'
+    pass-1 results dropped from `ready`, so pass 2 rewrites them again and keeps those imports."""
+    from .reexports import find_importers
+    publishers: Dict[str, Set[str]] = {}
+    for i, f in published.items():
+        for key in f.dropped_imports:
+            publishers.setdefault(key, set()).add(os.path.abspath(files[i].path))
+    run_files = [(d.path, data_of.get(i)) for i, d in enumerate(files) if d.kind == discovery.PYTHON]
+    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked)
+    for i, f in published.items():
+        if any(key in facts.reexports for key in f.dropped_imports):
+            ready.pop(i, None)
 
 
 def _waits_for_a_helper(fr: FileResult) -> bool:

@@ -1,0 +1,172 @@
+"""Which files import, from a module of the project, a name whose apex import pass 1 removed there.
+
+An apex import that nothing in its module reads may still be what other modules import from it:
+`pkg/__init__.py` re-exporting `FusedAdam`, `modeling.py` binding `BertLayerNorm` for its siblings.
+Removing it breaks `from pkg import FusedAdam` with an ImportError at run time. After pass 1 the
+engine asks here which of those names some other file imports (files of the run, and for partial
+runs such as pre-commit's the other files under the module's import root), and pass 2 keeps those
+imports (the imports codemod reports them instead).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from . import discovery
+from .fileio import SourceError, read_bytes
+
+
+def _resolved(level: int, module: Optional[str], package: List[str]) -> Optional[str]:
+    """The absolute module of `from <level dots><module> import ...` written in `package`."""
+    if level:
+        if level - 1 > len(package):
+            return None
+        base = package[:len(package) - (level - 1)]
+    else:
+        base = []
+    parts = base + (module.split(".") if module else [])
+    return ".".join(parts) or None
+
+
+def imported_names(path: str, data: bytes, target: str, names: Set[str]) -> Set[str]:
+    """The names of `names` that the file at `path` imports from module `target`: `from target import
+    n` (relative spellings too), a star import of it (all of them), or `import target` with `target.n`
+    read somewhere. A file that does not parse imports nothing here."""
+    return _imports(path, data).get(target, lambda wanted: set())(names)
+
+
+# `from <module> import <names>` (names in brackets may span lines) and `import <modules>`, read from
+# bytes: an import inside a string counts too, which at worst keeps an import that could go
+_FROM_IMPORT = re.compile(rb"[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)")
+_IMPORT = re.compile(rb"[ \t]*import[ \t]+([^\n#;]*)")
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _import_statements(data: bytes) -> Iterator[bytes]:
+    """The lines of `data` that hold the word `import`, with a bracketed name list continued to its `)`."""
+    pos = data.find(b"import")
+    while pos >= 0:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        line = data[start:end]
+        if b"(" in line and b")" not in line:
+            close = data.find(b")", end)
+            end = len(data) if close < 0 else close + 1
+            line = data[start:end]
+        yield line
+        pos = data.find(b"import", end)
+
+
+def _imports(path: str, data: bytes):
+    """module -> (names -> the ones of them this file imports from that module)."""
+    module, is_pkg = discovery.module_name_for(path)
+    package = module.split(".") if is_pkg else module.split(".")[:-1]
+    named: Dict[str, Set[str]] = {}
+    star: Set[str] = set()
+    whole: Dict[str, Set[bytes]] = {}  # module -> how the file spells it
+    for line in _import_statements(data):
+        m = _FROM_IMPORT.match(line)
+        if m is not None:
+            spec = m.group(1).decode("ascii", "replace")
+            level = len(spec) - len(spec.lstrip("."))
+            source = _resolved(level, spec[level:] or None, package)
+            if source is None:
+                continue
+            names = m.group(2)
+            if names.strip().startswith(b"*"):
+                star.add(source)
+            else:
+                # `a as b` imports a; keywords and aliases are extra words, which at worst keep an import
+                named.setdefault(source, set()).update(w.decode() for w in _WORD.findall(names))
+            continue
+        m = _IMPORT.match(line)
+        if m is not None:
+            for part in m.group(1).split(b","):
+                words = part.split()
+                if words:  # `import a.b` reads a.b.name; `import a.b as c` reads c.name
+                    spelled = words[2] if len(words) == 3 and words[1] == b"as" else words[0]
+                    whole.setdefault(words[0].decode("ascii", "replace"), set()).add(spelled)
+    out = {}
+    for source in set(named) | star | set(whole):
+        out[source] = _reader(data, named.get(source, set()), source in star, whole.get(source, set()))
+    return out
+
+
+def _reader(data: bytes, named: Set[str], star: bool, spellings: Set[bytes]):
+    """names -> the ones of them a file takes from one module: all with a star import, those it
+    names in `from m import`, and those it reads as `<spelling>.<name>` after `import m`."""
+    def taken(wanted: Set[str]) -> Set[str]:
+        if star:
+            return set(wanted)
+        out = named & set(wanted)
+        for name in wanted - out:
+            if any(re.search(rb"(?<![\w.])" + re.escape(s) + rb"\s*\.\s*" + re.escape(name.encode()) + rb"\b", data)
+                   for s in spellings):
+                out.add(name)
+        return out
+    return taken
+
+
+def split_key(key: str) -> Tuple[str, str]:
+    """(import root, module) of a facts key (`codemods.base.facts_key`)."""
+    root, sep, module = key.partition("::")
+    return (root, module) if sep else ("", key)
+
+
+def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str, Optional[bytes]]],
+                   publishers: Dict[str, Set[str]], walked: Sequence[str] = ()) -> Dict[str, Dict[str, str]]:
+    """module key -> name -> a file importing that name from that module, for the names pass 1
+    `dropped`. `run_files`: (path, bytes or None to read) of the run's Python files; `publishers`:
+    module key -> the paths of that module's own files (not counted as importers); `walked`: the
+    folders the run walked whole. Files under a module's import root that the run did not see are
+    read too (a partial run, such as pre-commit's). Each file's import statements are read once."""
+    targets: Dict[str, List[str]] = {}
+    for key, names in dropped.items():
+        root, module = split_key(key)
+        if names and module:
+            targets.setdefault(module, []).append(key)
+    if not targets:
+        return {}
+    from codemods.base import module_root  # here: runs that drop no apex import do not import codemods
+    out: Dict[str, Dict[str, str]] = {}
+    in_run = {os.path.abspath(p) for p, _ in run_files}
+    roots = sorted({split_key(k)[0] for keys in targets.values() for k in keys})
+    walked_dirs = [os.path.abspath(w) for w in walked if os.path.isdir(w)]
+    unseen = [r for r in roots if r and not any(os.path.commonpath([r, w]) == w for w in walked_dirs)]
+    for path, data in _candidates(run_files, unseen, in_run):
+        if data is None:
+            try:
+                data = read_bytes(path)
+            except SourceError:
+                continue
+        if b"import" not in data:
+            continue
+        found = _imports(path, data)
+        if not any(module in found for module in targets):
+            continue
+        root = module_root(path, discovery.module_name_for(path)[0])
+        for module, keys in targets.items():
+            if module not in found:
+                continue
+            for key in keys:
+                key_root = split_key(key)[0]
+                if (key_root and root and key_root != root) or os.path.abspath(path) in publishers.get(key, set()):
+                    continue
+                for name in sorted(found[module](set(dropped[key]))):
+                    out.setdefault(key, {}).setdefault(name, path)
+    return out
+
+
+def _candidates(run_files: Sequence[Tuple[str, Optional[bytes]]], roots: Sequence[str], in_run: Set[str]
+                ) -> Iterable[Tuple[str, Optional[bytes]]]:
+    yield from run_files
+    for root in roots:
+        if not os.path.isdir(root):
+            continue
+        for d in discovery.discover([root], kinds=[discovery.PYTHON]):
+            path = os.path.abspath(d.path)
+            if path not in in_run:
+                in_run.add(path)
+                yield d.path, None
