@@ -434,15 +434,8 @@ def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
     from .index import ModuleIndex
 
     index = ModuleIndex.of(module)
-    needed = {id(module)}
     targets = plan.touched() + [n for w in plan.wraps for n in (w[0], w[1])]
-    for node in targets:
-        needed.add(id(node))
-        for a in index.ancestors(node):
-            if id(a) in needed:
-                break
-            needed.add(id(a))
-    apply = _Apply(plan, needed)
+    apply = _Apply(plan, index.paths_to(targets) | {id(module)})
     for node in targets:
         parent = index.parent(node)
         if isinstance(node, cst.If) and isinstance(parent, cst.If) and parent.orelse is node:

@@ -182,7 +182,7 @@ class RemoveApexImports(Codemod):
                 and not ModuleIndex.of(module).code.startswith(("\n", "\r\n")):
             new_module = _strip_leading_blank_lines(new_module)
         if constants:
-            paths = _paths_to(ModuleIndex.of(new_module, base=module), constants)
+            paths = ModuleIndex.of(new_module, base=module).paths_to(constants)
             new_module = new_module.visit(_FoldStatements(constants, paths))
         if not _install_guard_candidates(module):
             return new_module
@@ -573,18 +573,6 @@ def _bound_at_module_level(table: ImportTable, name: str, index: ModuleIndex) ->
     only those bindings)."""
     return any(not any(isinstance(a, (cst.FunctionDef, cst.ClassDef)) for a in index.ancestors(stmt))
                for stmt in table.statements.get(name, []))
-
-
-def _paths_to(index: ModuleIndex, nodes: Iterable[cst.CSTNode]) -> Set[int]:
-    """The ids of `nodes` and of every ancestor of theirs in the indexed tree."""
-    out: Set[int] = set()
-    for node in nodes:
-        out.add(id(node))
-        for a in index.ancestors(node):
-            if id(a) in out:
-                break
-            out.add(id(a))
-    return out
 
 
 def _empties_its_try(stmt: cst.CSTNode, index: ModuleIndex, removable: Set[str]) -> bool:

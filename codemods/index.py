@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import accumulate, repeat
 from operator import add, attrgetter, sub
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
@@ -309,6 +309,17 @@ class ModuleIndex:
         while cur is not None:
             yield cur
             cur = self.parent(cur)
+
+    def paths_to(self, nodes: Iterable[cst.CSTNode]) -> Set[int]:
+        """The ids of `nodes` and of every ancestor of theirs."""
+        out: Set[int] = set()
+        for node in nodes:
+            out.add(id(node))
+            for a in self.ancestors(node):
+                if id(a) in out:
+                    break
+                out.add(id(a))
+        return out
 
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         """Whether `inner` is `outer` or lies inside it (by walking up, not down)."""

@@ -32,8 +32,8 @@ def _resolved(level: int, module: Optional[str], package: List[str]) -> Optional
 def imported_names(path: str, data: bytes, target: str, names: Set[str]) -> Set[str]:
     """The names of `names` that the file at `path` imports from module `target`: `from target import
     n` (relative spellings too), a star import of it (all of them), or `import target` with `target.n`
-    read somewhere. A file that does not parse imports nothing here."""
-    return _imports(path, data).get(target, lambda wanted: set())(names)
+    read somewhere."""
+    return _imports(path, data, {target}).get(target, lambda wanted: set())(names)
 
 
 # `from <module> import <names>` (names in brackets may span lines) and `import <modules>`, read from
@@ -59,10 +59,10 @@ def _import_statements(data: bytes) -> Iterator[bytes]:
         pos = data.find(b"import", end)
 
 
-def _imports(path: str, data: bytes):
-    """module -> (names -> the ones of them this file imports from that module)."""
-    module, is_pkg = discovery.module_name_for(path)
-    package = module.split(".") if is_pkg else module.split(".")[:-1]
+def _imports(path: str, data: bytes, targets: Set[str]):
+    """module -> (names -> the ones of them this file imports from that module), for the modules of
+    `targets` this file imports from (its package is worked out only for a relative import)."""
+    package: Optional[List[str]] = None
     named: Dict[str, Set[str]] = {}
     star: Set[str] = set()
     whole: Dict[str, Set[bytes]] = {}  # module -> how the file spells it
@@ -71,21 +71,28 @@ def _imports(path: str, data: bytes):
         if m is not None:
             spec = m.group(1).decode("ascii", "replace")
             level = len(spec) - len(spec.lstrip("."))
-            source = _resolved(level, spec[level:] or None, package)
-            if source is None:
+            if level:
+                if package is None:
+                    module, is_pkg = discovery.module_name_for(path)
+                    package = module.split(".") if is_pkg else module.split(".")[:-1]
+                source = _resolved(level, spec[level:] or None, package)
+            else:
+                source = spec
+            if source not in targets:
                 continue
             names = m.group(2)
             if names.strip().startswith(b"*"):
-                star.add(source)
+                star.add(source)  # type: ignore[arg-type]
             else:
                 # `a as b` imports a; keywords and aliases are extra words, which at worst keep an import
-                named.setdefault(source, set()).update(w.decode() for w in _WORD.findall(names))
+                named.setdefault(source, set()).update(w.decode() for w in _WORD.findall(names))  # type: ignore[arg-type]
             continue
         m = _IMPORT.match(line)
         if m is not None:
             for part in m.group(1).split(b","):
                 words = part.split()
-                if words:  # `import a.b` reads a.b.name; `import a.b as c` reads c.name
+                if words and words[0].decode("ascii", "replace") in targets:
+                    # `import a.b` reads a.b.name; `import a.b as c` reads c.name
                     spelled = words[2] if len(words) == 3 and words[1] == b"as" else words[0]
                     whole.setdefault(words[0].decode("ascii", "replace"), set()).add(spelled)
     out = {}
@@ -143,8 +150,8 @@ def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str,
                 continue
         if b"import" not in data:
             continue
-        found = _imports(path, data)
-        if not any(module in found for module in targets):
+        found = _imports(path, data, set(targets))
+        if not found:
             continue
         root = module_root(path, discovery.module_name_for(path)[0])
         for module, keys in targets.items():
