@@ -588,7 +588,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             ready = _still_valid(files, ready, published, facts, kept)
         if facts.dropped_imports:
             # folders the run walked whole need no second walk (excluded files may still import)
-            _keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths)
+            _keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths, pool)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
         for i, (step, _) in enumerate(screened):
             if cache and step != _SKIP and i not in ready and keys[i] is not None:
@@ -675,7 +675,6 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
             return [(i, (files[i], config)) for i, one, _ in chunk if one[0] == _PASS_ONE
                     and (cache is None or keys[i] is None or cache.get(keys[i], "pass1") is None)]
 
-        _registry()  # imported once here, before the workers fork, not once in each of them
         screens, rewritten = pool.pipeline(_screen_task, [(c, config) for c in chunks], _screen_crashed,
                                            candidates, _pass_one_task, _pass_one_crashed, weight=_file_weight)
         early.update(rewritten)
@@ -792,17 +791,18 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
 
 def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: Dict[int, RepoFacts],
                              data_of: Dict[int, bytes], facts: RepoFacts, ready: Dict[int, FileResult],
-                             walked: Sequence[str]) -> None:
+                             walked: Sequence[str], pool: Any) -> None:
     """The unused apex imports pass 1 removed that another file imports from their module
     (`pkg/__init__.py` re-exporting FusedAdam): recorded in `facts.reexports`, and their modules'
     pass-1 results dropped from `ready`, so pass 2 rewrites them again and keeps those imports."""
-    from .reexports import find_importers
+    from .reexports import find_importers, scan_task
     publishers: Dict[str, Set[str]] = {}
     for i, f in published.items():
         for key in f.dropped_imports:
             publishers.setdefault(key, set()).add(os.path.abspath(files[i].path))
     run_files = [(d.path, data_of.get(i)) for i, d in enumerate(files) if d.kind == discovery.PYTHON]
-    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked)
+    mapper = (lambda tasks: pool.map(scan_task, tasks, scan_task, parallel=True)) if pool.jobs > 1 else None
+    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked, mapper)
     for i, f in published.items():
         if any(key in facts.reexports for key in f.dropped_imports):
             ready.pop(i, None)

@@ -115,9 +115,9 @@ class FilePool:
         """`fn` over `items` in the workers (results in input order), and `follow_fn` over the
         (key, item) pairs `follow(result)` names, each submitted as soon as that result is back.
 
-        At most `jobs` of `items` run or wait at a time, so follow-up work queues behind no more
-        than that: a big file found by the first screening chunk is rewritten while the others are
-        still screened. Returns (results, {key: follow_fn(item)}). If a worker dies, what is left
+        At most two per worker of `items` run or wait at a time (one running, one queued, so no
+        worker idles between them), so follow-up work queues behind no more than that: a big file
+        found by the first screening chunk is rewritten while the others are still screened. Returns (results, {key: follow_fn(item)}). If a worker dies, what is left
         goes through `map` (which restarts the pool and isolates the item that brings it down).
         """
         executor = self._start(len(items))
@@ -128,7 +128,7 @@ class FilePool:
         waiting: Dict[Any, int] = {}  # future -> index into items
         nxt = 0
         try:
-            while nxt < len(items) and len(waiting) < self.jobs:
+            while nxt < len(items) and len(waiting) < 2 * self.jobs:
                 waiting[executor.submit(fn, items[nxt])] = nxt
                 nxt += 1
             while waiting:

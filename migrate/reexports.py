@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import discovery
 from .fileio import SourceError, read_bytes
@@ -123,32 +123,73 @@ def split_key(key: str) -> Tuple[str, str]:
 
 
 def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str, Optional[bytes]]],
-                   publishers: Dict[str, Set[str]], walked: Sequence[str] = ()) -> Dict[str, Dict[str, str]]:
+                   publishers: Dict[str, Set[str]], walked: Sequence[str] = (),
+                   mapper: Optional[Callable[[List[Tuple[List[str], Dict[str, List[str]], Dict[str, Set[str]]]]],
+                                             Iterable[List[Tuple[str, str, str]]]]] = None
+                   ) -> Dict[str, Dict[str, str]]:
     """module key -> name -> a file importing that name from that module, for the names pass 1
     `dropped`. `run_files`: (path, bytes or None to read) of the run's Python files; `publishers`:
     module key -> the paths of that module's own files (not counted as importers); `walked`: the
     folders the run walked whole. Files under a module's import root that the run did not see are
-    read too (a partial run, such as pre-commit's). Each file's import statements are read once."""
-    targets: Dict[str, List[str]] = {}
-    for key, names in dropped.items():
-        root, module = split_key(key)
-        if names and module:
-            targets.setdefault(module, []).append(key)
-    if not targets:
+    read too (a partial run, such as pre-commit's). Each file's import statements are read once.
+    `mapper`: runs `scan_task` over chunks of paths to read (in worker processes), results in order."""
+    if not _targets(dropped):
         return {}
-    from codemods.base import module_root  # here: runs that drop no apex import do not import codemods
-    out: Dict[str, Dict[str, str]] = {}
     in_run = {os.path.abspath(p) for p, _ in run_files}
-    roots = sorted({split_key(k)[0] for keys in targets.values() for k in keys})
+    roots = sorted({split_key(k)[0] for keys in _targets(dropped).values() for k in keys})
     walked_dirs = [os.path.abspath(w) for w in walked if os.path.isdir(w)]
     unseen = [r for r in roots if r and not any(os.path.commonpath([r, w]) == w for w in walked_dirs)]
-    for path, data in _candidates(run_files, unseen, in_run):
+    files = list(_candidates(run_files, unseen, in_run))
+    hits: List[Tuple[str, str, str]] = []
+    to_read = [p for p, data in files if data is None]
+    if mapper is not None and len(to_read) >= SCAN_CHUNK:
+        chunks = [to_read[k:k + SCAN_CHUNK] for k in range(0, len(to_read), SCAN_CHUNK)]
+        for found in mapper([(chunk, dropped, publishers) for chunk in chunks]):
+            hits.extend(found)
+        files = [(p, data) for p, data in files if data is not None]
+    hits.extend(_scan(files, dropped, publishers))
+    out: Dict[str, Dict[str, str]] = {}
+    for key, name, path in sorted(hits, key=lambda h: (h[0], h[1])):
+        out.setdefault(key, {}).setdefault(name, path)
+    return out
+
+
+SCAN_CHUNK = 256  # paths per scan task in the pool
+
+
+def scan_task(task: Tuple[List[str], Dict[str, List[str]], Dict[str, Set[str]]]) -> List[Tuple[str, str, str]]:
+    """`_scan` of a chunk of paths (read here): for the pool."""
+    paths, dropped, publishers = task
+    return _scan([(p, None) for p in paths], dropped, publishers)
+
+
+def _targets(dropped: Dict[str, List[str]]) -> Dict[str, List[str]]:
+    """module -> the facts keys of that name with dropped imports."""
+    targets: Dict[str, List[str]] = {}
+    for key, names in dropped.items():
+        module = split_key(key)[1]
+        if names and module:
+            targets.setdefault(module, []).append(key)
+    return targets
+
+
+def _scan(files: Iterable[Tuple[str, Optional[bytes]]], dropped: Dict[str, List[str]],
+          publishers: Dict[str, Set[str]]) -> List[Tuple[str, str, str]]:
+    """(key, name, importer path) for each dropped name a file imports from its module."""
+    from codemods.base import module_root  # here: runs that drop no apex import do not import codemods
+    targets = _targets(dropped)
+    # an importer spells the module's last name (`from pkg.modeling import`, `from .modeling import`),
+    # except `from . import name` of a package's own names
+    tails = sorted({m.rsplit(".", 1)[-1].encode() for m in targets})
+    packages = any(_is_package(k) for keys in targets.values() for k in keys)
+    hits: List[Tuple[str, str, str]] = []
+    for path, data in files:
         if data is None:
             try:
                 data = read_bytes(path)
             except SourceError:
                 continue
-        if b"import" not in data:
+        if b"import" not in data or not (any(t in data for t in tails) or (packages and b"from ." in data)):
             continue
         found = _imports(path, data, set(targets))
         if not found:
@@ -161,9 +202,14 @@ def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str,
                 key_root = split_key(key)[0]
                 if (key_root and root and key_root != root) or os.path.abspath(path) in publishers.get(key, set()):
                     continue
-                for name in sorted(found[module](set(dropped[key]))):
-                    out.setdefault(key, {}).setdefault(name, path)
-    return out
+                hits.extend((key, name, path) for name in sorted(found[module](set(dropped[key]))))
+    return hits
+
+
+def _is_package(key: str) -> bool:
+    """Whether the module of a facts key is a package (its file an `__init__.py`)."""
+    root, module = split_key(key)
+    return bool(root) and os.path.isfile(os.path.join(root, *module.split("."), "__init__.py"))
 
 
 def _candidates(run_files: Sequence[Tuple[str, Optional[bytes]]], roots: Sequence[str], in_run: Set[str]
