@@ -106,8 +106,8 @@ class RemoveApexImports(Codemod):
         removable = {name for name in locals_ if not uses.get(name) and name not in probes and name not in typed
                      and name not in imported_elsewhere}
         kept = locals_ - removable
-        at_module_level = {name for name in removable
-                           if _bound_at_module_level(table, name, ModuleIndex.of(module))}
+        index = ModuleIndex.of(module)
+        at_module_level = {name for name in removable if _bound_at_module_level(table, name, index)}
         if at_module_level and key:  # other files may import these from here
             ctx.exported.dropped_imports[key] = sorted(at_module_level)
         if kept:
@@ -136,7 +136,6 @@ class RemoveApexImports(Codemod):
                     ctx.report(use, R.LEFTOVER.code, f"apex `{name}` still used here: migrate this use by hand "
                                                      "(see `apex2amp explain` of the other findings on this line)")
             # imports of names nothing uses any more still go, unless they sit in a guard (try/except)
-            index = ModuleIndex.of(module)
             done: Set[int] = set()
             for name in sorted(removable):
                 for stmt in table.statements.get(name, []):

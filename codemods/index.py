@@ -56,7 +56,7 @@ class Positions(Mapping):
         self._spans = spans
         self._nodes = nodes
         self._tokens = tokens
-        self._borrowed = borrowed or {}
+        self._borrowed = borrowed if borrowed is not None else {}
         self._offsets: Optional[List[int]] = None
         self._line_ends: List[int] = []
         self._cache: Dict[int, CodeRange] = {}
@@ -420,7 +420,7 @@ if _CodegenState is not None:
                 index.statement_keys.append(id(node))
                 index.statement_starts.append(len(nodes))
                 self.starts.append((len(self.tokens), len(nodes), tuple(self.indent_tokens),  # type: ignore[arg-type]
-                                    tuple(map(len, index._kind_lists))))
+                                    index.kind_lengths()))
             else:
                 self.starts.append(len(self.tokens))
             nodes.append(node)
@@ -450,7 +450,7 @@ if _CodegenState is not None:
             if opened is not None:
                 index = self.index
                 index.statements[key] = (node, start, len(self.tokens), opened[1], len(index.nodes), opened[2],
-                                         opened[3], tuple(map(len, index._kind_lists)))
+                                         opened[3], index.kind_lengths())
 
         def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
                                       end_node: Optional[cst.CSTNode] = None) -> Any:
@@ -473,10 +473,6 @@ _BODY_OWNERS = (cst.Module, cst.IndentedBlock)
 # replaced by stand-ins
 _HOLDS_STATEMENTS = (cst.BaseCompoundStatement, cst.IndentedBlock, cst.Else, cst.Finally, cst.ExceptHandler,
                      cst.ExceptStarHandler, cst.MatchCase)
-
-
-def _delta(here: Tuple[int, ...], there: Tuple[int, ...]) -> Tuple[int, ...]:
-    return tuple(map(sub, here, there))
 
 
 class _Splice:
@@ -544,7 +540,8 @@ if _IndexingState is not None:
             self.base = base
             self.originals = originals
             self.base_tokens = base.positions._tokens  # type: ignore[attr-defined]
-            self.span_of = self._span_of_either  # type: ignore[assignment]
+            # spans generated here, or borrowed from the base: what the finished Positions will answer
+            self.span_of = Positions(self.spans, self.nodes, self.tokens, self.borrowed).span  # type: ignore[assignment]
 
         def before_codegen(self, node: cst.CSTNode) -> None:
             super().before_codegen(self.originals.get(id(node), node))
@@ -560,14 +557,6 @@ if _IndexingState is not None:
             if type(node) is _Splice:
                 return node.node
             return self.originals.get(id(node), node)
-
-        def _span_of_either(self, key: int) -> Tuple[int, int]:
-            span = self.spans.get(key)
-            if span is None:
-                lent = self.borrowed[key]
-                inner = lent[0].span(key)
-                span = (inner[0] + lent[1], inner[1] + lent[1])  # type: ignore[index]
-            return span
 
         def splice(self, stmt: cst.CSTNode) -> bool:
             """Copy `stmt` from the base index if it was generated under this same indentation: its
@@ -597,7 +586,7 @@ if _IndexingState is not None:
                 index.name_values.update(map(_VALUE, base.names[kinds0[_NAMES]:kinds1[_NAMES]]))
             if kinds1[_ATTRIBUTES] > kinds0[_ATTRIBUTES]:
                 index.attr_values.update(map(_ATTR_VALUE, base.attributes[kinds0[_ATTRIBUTES]:kinds1[_ATTRIBUTES]]))
-            moved = _delta(here, kinds0)
+            moved = tuple(map(sub, here, kinds0))
             first = bisect.bisect_left(base.statement_starts, n0)
             last = bisect.bisect_left(base.statement_starts, n1)
             for key in base.statement_keys[first:last]:

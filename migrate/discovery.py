@@ -266,6 +266,24 @@ def _package_of(folder: str) -> Tuple[str, ...]:
     return _package_of(parent) + (name,)
 
 
+def package_of(path: str) -> List[str]:
+    """The package a Python file's relative imports start from (its own, for an `__init__.py`)."""
+    module, is_pkg = module_name_for(path)
+    return module.split(".") if is_pkg else module.split(".")[:-1]
+
+
+def resolve_from(level: int, module: Optional[str], package: Sequence[str]) -> Optional[List[str]]:
+    """The absolute dotted parts of `from <level dots><module> import ...` written in `package`,
+    or None when the dots climb above the import root."""
+    if level:
+        if level - 1 > len(package):
+            return None
+        base = list(package[:len(package) - (level - 1)])
+    else:
+        base = []
+    return base + (module.split(".") if module else [])
+
+
 def imported_files(path: str, data: bytes) -> List[str]:
     """The files of the modules a Python file imports that lie under its own import root (the
     project's, not installed packages'): `from engine import f` -> ROOT/engine.py, `from .utils
@@ -278,7 +296,7 @@ def imported_files(path: str, data: bytes) -> List[str]:
     if not module:
         return []
     root = module_root(path, module)
-    package = module.split(".") if is_pkg else module.split(".")[:-1]
+    package = package_of(path)
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -288,13 +306,9 @@ def imported_files(path: str, data: bytes) -> List[str]:
         if isinstance(node, ast.Import):
             dotted.extend(a.name.split(".") for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.level - 1 > len(package):
-                    continue
-                base = package[:len(package) - (node.level - 1)]
-            else:
-                base = []
-            base = base + (node.module.split(".") if node.module else [])
+            base = resolve_from(node.level, node.module, package)
+            if base is None:
+                continue
             dotted.append(base)
             dotted.extend(base + [a.name] for a in node.names if a.name != "*")
     out: List[str] = []

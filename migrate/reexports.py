@@ -17,18 +17,6 @@ from . import discovery
 from .fileio import SourceError, read_bytes
 
 
-def _resolved(level: int, module: Optional[str], package: List[str]) -> Optional[str]:
-    """The absolute module of `from <level dots><module> import ...` written in `package`."""
-    if level:
-        if level - 1 > len(package):
-            return None
-        base = package[:len(package) - (level - 1)]
-    else:
-        base = []
-    parts = base + (module.split(".") if module else [])
-    return ".".join(parts) or None
-
-
 def imported_names(path: str, data: bytes, target: str, names: Set[str]) -> Set[str]:
     """The names of `names` that the file at `path` imports from module `target`: `from target import
     n` (relative spellings too), a star import of it (all of them), or `import target` with `target.n`
@@ -73,9 +61,9 @@ def _imports(path: str, data: bytes, targets: Set[str]):
             level = len(spec) - len(spec.lstrip("."))
             if level:
                 if package is None:
-                    module, is_pkg = discovery.module_name_for(path)
-                    package = module.split(".") if is_pkg else module.split(".")[:-1]
-                source = _resolved(level, spec[level:] or None, package)
+                    package = discovery.package_of(path)
+                parts = discovery.resolve_from(level, spec[level:] or None, package)
+                source = ".".join(parts) if parts else None
             else:
                 source = spec
             if source not in targets:
@@ -133,10 +121,11 @@ def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str,
     folders the run walked whole. Files under a module's import root that the run did not see are
     read too (a partial run, such as pre-commit's). Each file's import statements are read once.
     `mapper`: runs `scan_task` over chunks of paths to read (in worker processes), results in order."""
-    if not _targets(dropped):
+    targets = _targets(dropped)
+    if not targets:
         return {}
     in_run = {os.path.abspath(p) for p, _ in run_files}
-    roots = sorted({split_key(k)[0] for keys in _targets(dropped).values() for k in keys})
+    roots = sorted({split_key(k)[0] for keys in targets.values() for k in keys})
     walked_dirs = [os.path.abspath(w) for w in walked if os.path.isdir(w)]
     unseen = [r for r in roots if r and not any(os.path.commonpath([r, w]) == w for w in walked_dirs)]
     files = list(_candidates(run_files, unseen, in_run))
