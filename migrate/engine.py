@@ -20,7 +20,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions
 
-from . import discovery, prefilter
+from . import cstparse, discovery, prefilter
 from .fileio import Source, SourceError, decode_python, decode_text, read_bytes, write_atomic
 
 
@@ -79,7 +79,7 @@ def _compose(maps: List[List[int]], line: int) -> int:
 
 
 def _parse(text: str) -> cst.Module:
-    return cst.parse_module(text)
+    return cstparse.parse_module(text)
 
 
 def _python_parse_error(text: str) -> Optional[str]:

@@ -60,11 +60,25 @@ def read_bytes(path: str) -> bytes:
         raise SourceError(f"cannot read: {e.strerror}") from None
 
 
+def _first_two_lines(data: bytes) -> int:
+    """The length of the first two lines of `data` (where PEP 263 allows a coding cookie)."""
+    end = data.find(b"\n")
+    if end < 0:
+        return len(data)
+    end = data.find(b"\n", end + 1)
+    return len(data) if end < 0 else end + 1
+
+
 def decode_python(path: str, data: bytes) -> Source:
     """Decode Python source bytes honouring BOM and PEP 263, without newline translation."""
     if b"\x00" in data:
         raise SourceError("binary data (NUL bytes), not Python source")
     bom = data.startswith(codecs.BOM_UTF8)
+    if not bom and b"coding" not in data[:_first_two_lines(data)]:
+        try:  # no BOM, no cookie: detect_encoding would say utf-8, and decoding all of it proves the lines
+            return Source(path, data, data.decode("utf-8"), "utf-8", False)
+        except UnicodeDecodeError:
+            pass  # the slow path below words the error as before
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as e:

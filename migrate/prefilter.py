@@ -336,9 +336,12 @@ def candidate(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], 
 
     A file holding none of the selected codemods' tokens is answered first, with one search per
     distinct token and no regex: no codemod can want it, whatever the registry regex says."""
-    present = Present(data)
-    if not any(present(token) for token in _tokens(selected(codemods, select))):
+    for token in _tokens(selected(codemods, select)):
+        if token in data:
+            break
+    else:
         return None
+    present = Present(data)
     return present if coarse(data, present) else None
 
 
