@@ -547,12 +547,12 @@ def _run(paths: Sequence[str], config: RunConfig,
          on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
     from .pool import FilePool
     discovery.forget_packages()  # __init__.py files may have come or gone since the last run
-    files = list(discovery.discover(paths, config.excludes))
     cache = _open_cache(config)
-    keys: List[Any] = [None] * len(files)
-    kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
-    result = RunResult(scanned=len(files))
-    with FilePool(config.jobs) as pool:
+    with FilePool(config.jobs, initializer=_warm_worker) as pool:
+        files = _discover(paths, config, pool, cold=cache is None or not cache.entries)
+        keys: List[Any] = [None] * len(files)
+        kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
+        result = RunResult(scanned=len(files))
         early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]] = {}  # pass 1 done while screening
         screened = _screen_all(files, config, cache, keys, kept, pool, early)
         facts = RepoFacts()
@@ -618,6 +618,22 @@ def _run(paths: Sequence[str], config: RunConfig,
     return result
 
 
+def _discover(paths: Sequence[str], config: RunConfig, pool: Any, cold: bool) -> List[discovery.Discovered]:
+    """The files of the run. Once they are enough to be screened in the pool and no cache may
+    answer them, the workers start, and import the codemods, while the walk goes on."""
+    files = []
+    for d in discovery.discover(paths, config.excludes):
+        files.append(d)
+        if len(files) == MIN_POOL_SCREEN and cold:
+            pool.start_early()
+    return files
+
+
+def _warm_worker() -> None:
+    """A worker's first step: import what screening and rewriting need."""
+    _registry()
+
+
 def _open_cache(config: RunConfig) -> Any:
     """The cache bucket of this run's settings, or None without a cache folder."""
     if config.cache_dir is None:
@@ -665,10 +681,11 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
             else:
                 screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
     if len(todo) >= MIN_POOL_SCREEN and pool.parallel_for(len(todo)):
-        size = max(1, min(SCREEN_CHUNK, -(-len(todo) // (4 * pool.jobs))))
-        # biggest files first: a big candidate's rewrite then starts with the first chunks back
+        # biggest files first, in chunks that start small: a big candidate's rewrite then starts as
+        # soon as the few biggest files are screened, not after a whole chunk of big files
         todo = sorted(todo, key=lambda i: -_file_weight((files[i],)))
-        chunks = [[(i, files[i]) for i in todo[k:k + size]] for k in range(0, len(todo), size)]
+        chunks = [[(i, files[i]) for i in todo[a:b]]
+                  for a, b in _ramped_chunks(len(todo), min(SCREEN_CHUNK, -(-len(todo) // (4 * pool.jobs))))]
 
         def candidates(chunk: List[Tuple[int, Tuple[int, Optional[FileResult]], Optional[bytes]]]
                        ) -> List[Tuple[int, Tuple[discovery.Discovered, RunConfig]]]:
@@ -699,6 +716,17 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
                 cache.put(keys[i], "screen", one)
             screened[i] = _kept_screen(one, d, i, data, kept)
     return screened  # type: ignore[return-value]
+
+
+def _ramped_chunks(n: int, size: int, first: int = 4) -> List[Tuple[int, int]]:
+    """(start, end) of chunks covering range(n): `first` items, then twice as many each time, up to
+    `size` items."""
+    out, start, step = [], 0, max(1, min(first, size))
+    while start < n:
+        out.append((start, min(n, start + step)))
+        start += step
+        step = min(size, 2 * step)
+    return out
 
 
 def _screen_from_cache(d: discovery.Discovered, cache: Any, keys: List[Any], i: int,

@@ -29,6 +29,10 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _nothing() -> None:
+    """The task that starts an idle pool's workers."""
+
+
 def _context() -> Any:
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -37,9 +41,10 @@ def _context() -> Any:
 class FilePool:
     """Ordered parallel map over files, created lazily and shared by the passes of one run."""
 
-    def __init__(self, jobs: int, min_items: int = MIN_POOL_FILES):
+    def __init__(self, jobs: int, min_items: int = MIN_POOL_FILES, initializer: Optional[Callable[[], None]] = None):
         self.jobs = max(1, int(jobs or 1))
         self.min_items = min_items
+        self.initializer = initializer  # run once in each worker as it starts (a module-level function)
         self._executor: Optional[ProcessPoolExecutor] = None
 
     def __enter__(self) -> "FilePool":
@@ -54,14 +59,22 @@ class FilePool:
             self._executor = None
 
     def parallel_for(self, n: int, total_weight: float = 0.0) -> bool:
-        """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers: any two
-        once the workers run (an earlier map started them), else enough items to pay for starting them."""
-        return self.jobs > 1 and (n >= self.min_items or (
-            n >= 2 and (self._executor is not None or total_weight >= MIN_POOL_BYTES)))
+        """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers: any
+        once the workers run (an earlier map or `start_early` started them, and they are ready for
+        the work, which this process may not be), else enough items to pay for starting them."""
+        return self.jobs > 1 and (n >= self.min_items or self._executor is not None and n >= 1 or (
+            n >= 2 and total_weight >= MIN_POOL_BYTES))
+
+    def start_early(self) -> None:
+        """Start all the workers now, for a run that will use them: they fork and run `initializer`
+        while this process goes on with what comes before the first map."""
+        if self.jobs > 1 and self._executor is None:
+            self._start(self.jobs).submit(_nothing)  # the first task makes the executor fork its workers
 
     def _start(self, n: int) -> ProcessPoolExecutor:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(max_workers=min(self.jobs, max(1, n)), mp_context=_context())
+            self._executor = ProcessPoolExecutor(max_workers=min(self.jobs, max(1, n)), mp_context=_context(),
+                                                 initializer=self.initializer)
         return self._executor
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],

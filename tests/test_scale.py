@@ -157,3 +157,51 @@ def test_screening_in_the_pool_agrees_with_screening_here(tmp_path, monkeypatch)
     cache = str(tmp_path / "cache")
     assert summary(run([str(tmp_path / "t")], RunConfig(jobs=2, cache_dir=cache))) == here
     assert summary(run([str(tmp_path / "t")], RunConfig(jobs=2, cache_dir=cache))) == here  # from the cache
+
+
+def _mark_worker():
+    """A pool initializer: leaves a per-process marker in the folder TEST_MARKERS names."""
+    open(os.path.join(os.environ["TEST_MARKERS"], str(os.getpid())), "w").close()
+
+
+def test_start_early_forks_every_worker_and_runs_its_initializer(tmp_path, monkeypatch):
+    import time
+    from migrate.pool import FilePool
+    monkeypatch.setenv("TEST_MARKERS", str(tmp_path))
+    with FilePool(2, initializer=_mark_worker) as pool:
+        assert not pool.parallel_for(1)
+        pool.start_early()
+        deadline = time.monotonic() + 20
+        while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(os.listdir(tmp_path)) == 2  # both workers started, before any map
+        assert pool.parallel_for(1)  # running workers take even a single item
+        assert list(pool.map(_pid_of, ["x"], lambda t: None)) != [os.getpid()]
+    with FilePool(1, initializer=_mark_worker) as pool:
+        pool.start_early()  # one job: no workers
+        assert not pool.parallel_for(1)
+
+
+def test_a_big_cold_run_starts_its_workers_while_discovering(tmp_path, monkeypatch):
+    import migrate.engine as engine
+    from migrate.pool import FilePool
+    started = []
+    monkeypatch.setattr(FilePool, "start_early", lambda self: started.append(True))
+    for i in range(engine.MIN_POOL_SCREEN):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n")
+    engine.run([str(tmp_path)], RunConfig(jobs=2))
+    assert started == [True]
+    started.clear()
+    (tmp_path / "m0.py").unlink()  # one file fewer than the pool screens: no early start
+    engine.run([str(tmp_path)], RunConfig(jobs=2))
+    assert started == []
+
+
+def test_screening_chunks_start_small_and_cover_every_file():
+    from migrate.engine import _ramped_chunks
+    assert _ramped_chunks(317, 40) == [(0, 4), (4, 12), (12, 28), (28, 60), (60, 100), (100, 140), (140, 180),
+                                       (180, 220), (220, 260), (260, 300), (300, 317)]
+    for n, size in ((0, 5), (1, 1), (3, 40), (1000, 128), (17, 2)):
+        chunks = _ramped_chunks(n, size)
+        assert [i for a, b in chunks for i in range(a, b)] == list(range(n))
+        assert all(0 < b - a <= size for a, b in chunks)
