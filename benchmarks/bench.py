@@ -6,6 +6,10 @@ Prints, for whole processes (median of --runs): `check` and `rewrite --diff` wit
 (cold: `--no-cache`), the same with N jobs re-run over unchanged files (warm result cache),
 the floor "read every file from Python with libcst imported", the floor "bare libcst parse + codegen
 of every file", files/s and MB/s of each, the ratios to the floors and the 1-vs-N-jobs speed-up.
+A third floor, "read all + parse N to parse", reads every file and parses and regenerates, with bare
+libcst, the N files whose bytes make apex2amp parse them (engine.files_to_parse): what a check
+must at least do on this tree, in one process (column "x work").
+
 Nothing in TREE is written (`rewrite --diff` writes nothing). apex2amp's own bytecode is compiled
 first (into its __pycache__ folders), so its runs are timed as an installed tool's.
 
@@ -32,6 +36,20 @@ import sys, libcst, libcst.metadata
 for p in open(sys.argv[1]).read().splitlines():
     with open(p, 'rb') as fh:
         fh.read()
+"""
+
+WORK_FLOOR = """
+import sys, libcst, libcst.metadata
+for p in open(sys.argv[1]).read().splitlines():
+    with open(p, 'rb') as fh:
+        fh.read()
+for p in open(sys.argv[2]).read().splitlines():
+    with open(p, 'rb') as fh:
+        data = fh.read()
+    try:
+        libcst.parse_module(data).code
+    except Exception:
+        pass
 """
 
 PARSE_FLOOR = """
@@ -88,9 +106,16 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
         fh.write("\n".join(files))
         listing = fh.name
+    from migrate.engine import files_to_parse
+    to_parse = files_to_parse([a.tree])
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write("\n".join(to_parse))
+        parse_listing = fh.name
+    work_row = f"floor: read all + parse {len(to_parse)} to parse"
     py = sys.executable
     compile_sources()
-    commands = [("floor: read all (libcst imported)", [py, "-c", READ_FLOOR, listing])]
+    commands = [("floor: read all (libcst imported)", [py, "-c", READ_FLOOR, listing]),
+                (work_row, [py, "-c", WORK_FLOOR, listing, parse_listing])]
     if not a.skip_parse_floor:
         commands.append(("floor: libcst parse + codegen", [py, "-c", PARSE_FLOOR, listing]))
     cache_dir = tempfile.mkdtemp(prefix="apex2amp-bench-cache-")
@@ -109,16 +134,19 @@ def main() -> None:
                 times[name].append(timed_once(cmd))
     finally:
         os.unlink(listing)
+        os.unlink(parse_listing)
         shutil.rmtree(cache_dir, ignore_errors=True)
     read = times[commands[0][0]]
     parse = times.get("floor: libcst parse + codegen")
     print(f"tree: {a.tree}: {len(files)} Python files, {mb:.2f} MB; median of {a.runs} interleaved round(s); "
           f"{os.cpu_count()} core(s)")
-    print(f"{'what':40} {'seconds':>8} {'files/s':>9} {'MB/s':>7} {'x read':>7} {'x parse':>8}")
+    work = times[work_row]
+    print(f"{'what':40} {'seconds':>8} {'files/s':>9} {'MB/s':>7} {'x read':>7} {'x parse':>8} {'x work':>7}")
     for name, _ in commands:
         t = statistics.median(times[name])
         xp = f"{median_ratio(times[name], parse):8.2f}" if parse else f"{'-':>8}"
-        print(f"{name:40} {t:8.2f} {len(files) / t:9.0f} {mb / t:7.2f} {median_ratio(times[name], read):7.2f} {xp}")
+        print(f"{name:40} {t:8.2f} {len(files) / t:9.0f} {mb / t:7.2f} {median_ratio(times[name], read):7.2f} {xp} "
+              f"{median_ratio(times[name], work):7.2f}")
     if a.jobs > 1:
         for mode in ("check", "rewrite --diff"):
             one, many = times[f"{mode} -j 1"], times[f"{mode} -j {a.jobs}"]

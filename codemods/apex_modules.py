@@ -64,7 +64,11 @@ rule("A2A310", "fused-layer-norm", "apex FusedLayerNorm / MixedFusedLayerNorm / 
      why="""
 torch.nn.LayerNorm has the same parameters (weight, bias), so state dicts load unchanged.
 memory_efficient is dropped. Under autocast apex returned the autocast dtype while torch's
-layer_norm runs in fp32; MixedFusedLayerNorm returned the parameter dtype. Subclasses get the new base.""",
+layer_norm runs in fp32; MixedFusedLayerNorm returned the parameter dtype. Subclasses get the new base.
+`isinstance(m, FusedLayerNorm)` / `issubclass` checks (BERT's `init_weights`) name torch.nn.LayerNorm
+too, since the migrated code builds torch LayerNorms; a check stays (A2A118) while the module still
+builds an apex norm that could not be migrated. The check then also matches LayerNorms that were
+torch's before: for weight initialisation they get the values torch gives them anyway.""",
      before="self.ln = FusedLayerNorm(hidden, eps=1e-12)",
      after="self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)")
 rule("A2A311", "fused-rms-norm", "apex FusedRMSNorm / MixedFusedRMSNorm -> torch.nn.RMSNorm (torch >= 2.4)",
@@ -466,12 +470,40 @@ class ApexModulesToTorch(Codemod):
                 run.visit_ClassDef(node)
             else:
                 run.visit_Call(node)
+        for node in index.calls:  # after every call and base is planned: they decide what a check may say
+            if isinstance(node.func, cst.Name) and node.func.value in TYPE_CHECKS:
+                run.layer_norm_type_check(node, calls, classes)
         if not run.plan:
             return module
         new = apply_plan(module, run.plan)
         if run.needs_torch:
             new = ensure_torch(new, res)
         return new
+
+
+TYPE_CHECKS = ("isinstance", "issubclass")
+
+
+def _classes_tuple(classinfo: cst.Tuple, new_of: Dict[int, cst.BaseExpression]) -> cst.BaseExpression:
+    """`classinfo` with the classes `new_of` names replaced, a class now written twice kept once, and a
+    tuple left with one class unwrapped to it: `(nn.LayerNorm, FusedLayerNorm)` -> `nn.LayerNorm`."""
+    kept: List[cst.BaseElement] = []
+    seen: Set[str] = set()
+    written = {code_of(v) for v in new_of.values()}
+    for element in classinfo.elements:
+        new = new_of.get(id(element.value)) if isinstance(element, cst.Element) else None
+        value = new if new is not None else element.value
+        spelled = code_of(value) if isinstance(element, cst.Element) else None
+        if spelled in seen and spelled in written:
+            continue
+        if spelled is not None:
+            seen.add(spelled)
+        kept.append(element.with_changes(value=value))
+    if len(kept) == 1 and isinstance(kept[0], cst.Element):
+        return kept[0].value
+    if len(kept) < len(classinfo.elements):
+        kept[-1] = kept[-1].with_changes(comma=classinfo.elements[-1].comma)
+    return classinfo.with_changes(elements=kept)
 
 
 class _Run(cst.CSTVisitor):
@@ -554,6 +586,36 @@ class _Run(cst.CSTVisitor):
                     if self._ok(node, code):
                         self.ctx.report(node, code, f"{q} has no native torch twin; nearest: {hint}")
                     break
+
+    def layer_norm_type_check(self, node: cst.Call, calls: Sequence[cst.Call], classes: Sequence[cst.ClassDef]
+                              ) -> None:
+        """`isinstance(m, FusedLayerNorm)` (or issubclass, or a tuple of classes) -> torch.nn.LayerNorm,
+        when every such norm this module builds or derives from is rewritten to torch's: the migrated
+        code then builds torch LayerNorms, which the apex class would no longer match."""
+        if len(node.args) < 2 or node.args[1].keyword is not None or node.args[1].star:
+            return
+        classinfo = node.args[1].value
+        elements = classinfo.elements if isinstance(classinfo, cst.Tuple) else None
+        targets = [e.value for e in elements if isinstance(e, cst.Element)] if elements is not None else [classinfo]
+        new_of: Dict[int, cst.BaseExpression] = {}
+        for target in targets:
+            q = self.res.apex_name(target)
+            if q not in LAYER_NORMS or self.res.other_binding(target) is not None or not self._ok(target, "A2A310"):
+                continue
+            if any(self.res.apex_name(c.func) == q and c not in self.plan.replace_node for c in calls) or any(
+                    self.res.apex_name(b.value) == q and b.value not in self.plan.replace_node
+                    for k in classes for b in k.bases):
+                continue  # an apex norm this module still builds: the check must still match it
+            new_of[id(target)] = self._callee("torch.nn.LayerNorm", "torch.nn.LayerNorm")
+            self.ctx.report(target, "A2A310", f"{node.func.value} check: {q.rsplit('.', 1)[1]} -> torch.nn.LayerNorm "  # type: ignore[attr-defined]
+                            "(the migrated code builds torch LayerNorms; the check now matches every "
+                            "torch LayerNorm)", fixed=True)
+        if not new_of:
+            return
+        if elements is None:
+            self.plan.replace_node[classinfo] = new_of[id(classinfo)]
+            return
+        self.plan.replace_node[classinfo] = _classes_tuple(classinfo, new_of)
 
     # optimizers
     def _manual(self, node: cst.Call, message: str) -> None:

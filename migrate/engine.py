@@ -629,6 +629,23 @@ def _discover(paths: Sequence[str], config: RunConfig, pool: Any, cold: bool) ->
     return files
 
 
+def files_to_parse(paths: Sequence[str], config: Optional[RunConfig] = None) -> List[str]:
+    """The Python files under `paths` that a run's pass 1 parses with libcst (the cheap screen of
+    their bytes wants them). Pass 2 may parse a few more, for facts pass 1 publishes."""
+    config = config or RunConfig()
+    out = []
+    for d in discovery.discover(paths, config.excludes):
+        if d.kind != discovery.PYTHON:
+            continue
+        try:
+            step, _ = _screen_bytes(d, config, read_bytes(d.path))
+        except SourceError:
+            continue
+        if step == _PASS_ONE:
+            out.append(d.path)
+    return out
+
+
 def _warm_worker() -> None:
     """A worker's first step: import what screening and rewriting need."""
     _registry()
