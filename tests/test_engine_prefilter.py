@@ -352,3 +352,14 @@ def test_word_tests_by_find_answer_what_the_lint_regexes_answer():
         assert hazards._autocast_or_scaler(data) == (hazards._AUTOCAST_OR_SCALER_B.search(data) is not None)
         mixed = hazards._autocast_or_scaler(data) or b".half()" in data or b"float16" in data
         assert mixed == (hazards._MIXED_PRECISION_B.search(data) is not None)
+
+
+def test_files_to_parse_are_the_python_files_pass_one_takes(tmp_path):
+    from migrate.engine import files_to_parse
+    (tmp_path / "legacy.py").write_text("from apex import amp\nmodel, opt = amp.initialize(model, opt)\n")
+    (tmp_path / "example.py").write_text("y = clamp(x)  # an example, no apex\n")
+    (tmp_path / "run.sh").write_text("python -m torch.distributed.launch --nproc_per_node=2 legacy.py\n")
+    (tmp_path / "broken.py").write_bytes(b"\x00\x01 binary")
+    assert files_to_parse([str(tmp_path)]) == [str(tmp_path / "legacy.py")]
+    assert files_to_parse([str(tmp_path)], RunConfig(prefilter=False)) == [
+        str(tmp_path / "example.py"), str(tmp_path / "legacy.py")]
