@@ -38,12 +38,8 @@ for p in open(sys.argv[1]).read().splitlines():
         fh.read()
 """
 
-WORK_FLOOR = """
-import sys, libcst, libcst.metadata
-for p in open(sys.argv[1]).read().splitlines():
-    with open(p, 'rb') as fh:
-        fh.read()
-for p in open(sys.argv[2]).read().splitlines():
+PARSE_LOOP = """
+for p in open(sys.argv[{listing}]).read().splitlines():
     with open(p, 'rb') as fh:
         data = fh.read()
     try:
@@ -52,16 +48,9 @@ for p in open(sys.argv[2]).read().splitlines():
         pass
 """
 
-PARSE_FLOOR = """
-import sys, libcst
-for p in open(sys.argv[1]).read().splitlines():
-    with open(p, 'rb') as fh:
-        data = fh.read()
-    try:
-        libcst.parse_module(data).code
-    except Exception:
-        pass
-"""
+PARSE_FLOOR = "\nimport sys, libcst\n" + PARSE_LOOP.format(listing=1)
+
+WORK_FLOOR = READ_FLOOR + PARSE_LOOP.format(listing=2)  # argv[1]: every file; argv[2]: the files to parse
 
 
 def python_files(tree: str) -> List[str]:

@@ -472,7 +472,7 @@ class ApexModulesToTorch(Codemod):
                 run.visit_Call(node)
         for node in index.calls:  # after every call and base is planned: they decide what a check may say
             if isinstance(node.func, cst.Name) and node.func.value in TYPE_CHECKS:
-                run.layer_norm_type_check(node, calls, classes)
+                run.layer_norm_type_check(node, calls, classes, index)
         if not run.plan:
             return module
         new = apply_plan(module, run.plan)
@@ -482,6 +482,13 @@ class ApexModulesToTorch(Codemod):
 
 
 TYPE_CHECKS = ("isinstance", "issubclass")
+
+
+def _same_type_check(other: cst.BaseExpression, check: cst.Call, classinfo: cst.BaseExpression) -> bool:
+    """Whether `other` is `check` (a type check) with `classinfo` as its classes: `check` once rewritten."""
+    return isinstance(other, cst.Call) and code_of(other.func) == code_of(check.func) and len(other.args) == 2 \
+        and len(check.args) == 2 and code_of(other.args[0].value) == code_of(check.args[0].value) \
+        and code_of(other.args[1].value) == code_of(classinfo)
 
 
 def _classes_tuple(classinfo: cst.Tuple, new_of: Dict[int, cst.BaseExpression]) -> cst.BaseExpression:
@@ -587,8 +594,8 @@ class _Run(cst.CSTVisitor):
                         self.ctx.report(node, code, f"{q} has no native torch twin; nearest: {hint}")
                     break
 
-    def layer_norm_type_check(self, node: cst.Call, calls: Sequence[cst.Call], classes: Sequence[cst.ClassDef]
-                              ) -> None:
+    def layer_norm_type_check(self, node: cst.Call, calls: Sequence[cst.Call], classes: Sequence[cst.ClassDef],
+                              index: ModuleIndex) -> None:
         """`isinstance(m, FusedLayerNorm)` (or issubclass, or a tuple of classes) -> torch.nn.LayerNorm,
         when every such norm this module builds or derives from is rewritten to torch's: the migrated
         code then builds torch LayerNorms, which the apex class would no longer match."""
@@ -613,7 +620,17 @@ class _Run(cst.CSTVisitor):
         if not new_of:
             return
         if elements is None:
-            self.plan.replace_node[classinfo] = new_of[id(classinfo)]
+            new = new_of[id(classinfo)]
+            either = index.parent(node)
+            if isinstance(either, cst.BooleanOperation) and isinstance(either.operator, cst.Or):
+                other = either.right if either.left is node else either.left
+                beside = other  # in `a or b or c` (`(a or b) or c`), the operand next to the check
+                while isinstance(beside, cst.BooleanOperation) and isinstance(beside.operator, cst.Or):
+                    beside = beside.left if either.left is node else beside.right
+                if _same_type_check(beside, node, new):  # `isinstance(m, nn.LayerNorm) or isinstance(m, Fused...)`
+                    self.plan.replace_node[either] = other.with_changes(lpar=either.lpar, rpar=either.rpar)
+                    return
+            self.plan.replace_node[classinfo] = new
             return
         self.plan.replace_node[classinfo] = _classes_tuple(classinfo, new_of)
 
