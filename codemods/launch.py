@@ -216,7 +216,7 @@ class SpawnToTorchrun(Codemod):
         if self.need_os:
             new = ensure_imports(new, ["os"])
             if any(n != "torch" for n in self.table.names_under("torch.multiprocessing")):
-                new = _drop_unused_multiprocessing_import(new, ctx)  # indexes the new tree: only when it can act
+                new = _drop_unused_multiprocessing_import(new, ctx, module)  # indexes the new tree: only when it can act
         return new
 
     def _tangled_spawns(self, spawns: List[cst.Call]) -> Set[int]:
@@ -900,13 +900,14 @@ def _argparse_options(module: cst.Module) -> Dict[str, Dict]:
     return out
 
 
-def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext) -> cst.Module:
-    """The spawn is gone: an import of torch.multiprocessing that nothing uses any more goes too."""
+def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext, base: cst.Module) -> cst.Module:
+    """The spawn is gone: an import of torch.multiprocessing that nothing uses any more goes too.
+    `base`: the tree `module` was rewritten from, whose index the new one copies its shared statements from."""
     table = ImportTable(module, ctx.module_name)
     locals_ = {n for n in table.names_under("torch.multiprocessing") if n != "torch"}
     if not locals_:
         return module
-    index = ModuleIndex.of(module)
+    index = ModuleIndex.of(module, base=base)
     unused = {n for n in locals_ if not index.reads(n)}
     if not unused:
         return module
