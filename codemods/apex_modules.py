@@ -15,6 +15,7 @@ import libcst as cst
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary
 from .index import ModuleIndex
+from .walk import iter_nodes
 from .names import ImportTable, assigned_names, code_of, dotted_name
 
 # -- rules ---------------------------------------------------------------------------------------
@@ -67,8 +68,10 @@ memory_efficient is dropped. Under autocast apex returned the autocast dtype whi
 layer_norm runs in fp32; MixedFusedLayerNorm returned the parameter dtype. Subclasses get the new base.
 `isinstance(m, FusedLayerNorm)` / `issubclass` checks (BERT's `init_weights`) name torch.nn.LayerNorm
 too, since the migrated code builds torch LayerNorms; a check stays (A2A118) while the module still
-builds an apex norm that could not be migrated. The check then also matches LayerNorms that were
-torch's before: for weight initialisation they get the values torch gives them anyway.""",
+builds an apex norm that could not be migrated, or uses an apex norm class as a value
+(`norm = FusedLayerNorm if fused else nn.LayerNorm`, `partial(FusedLayerNorm, ...)`). A rewritten
+check also matches LayerNorms that were torch's before: for weight initialisation they get the
+values torch gives them anyway.""",
      before="self.ln = FusedLayerNorm(hidden, eps=1e-12)",
      after="self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)")
 rule("A2A311", "fused-rms-norm", "apex FusedRMSNorm / MixedFusedRMSNorm -> torch.nn.RMSNorm (torch >= 2.4)",
@@ -470,9 +473,11 @@ class ApexModulesToTorch(Codemod):
                 run.visit_ClassDef(node)
             else:
                 run.visit_Call(node)
-        for node in index.calls:  # after every call and base is planned: they decide what a check may say
-            if isinstance(node.func, cst.Name) and node.func.value in TYPE_CHECKS:
-                run.layer_norm_type_check(node, calls, classes, index)
+        checks = [c for c in index.calls if isinstance(c.func, cst.Name) and c.func.value in TYPE_CHECKS]
+        # after every call and base is planned: a check may change only once no apex norm is left
+        if checks and not _apex_norms_left(index, res, run.plan, checks):
+            for node in checks:
+                run.layer_norm_type_check(node, index)
         if not run.plan:
             return module
         new = apply_plan(module, run.plan)
@@ -482,6 +487,45 @@ class ApexModulesToTorch(Codemod):
 
 
 TYPE_CHECKS = ("isinstance", "issubclass")
+
+
+def _classinfo(check: cst.Call) -> Optional[cst.BaseExpression]:
+    """The classes argument of a type check, when it is the second of two plain positional arguments."""
+    if len(check.args) != 2 or any(a.keyword is not None or a.star for a in check.args):
+        return None
+    return check.args[1].value
+
+
+def _apex_norms_left(index: ModuleIndex, res: "Resolver", plan: EditPlan, checks: Sequence[cst.Call]) -> bool:
+    """Whether the migrated module may still hold apex layer norms, so that a type check must keep
+    matching apex's class: a reference to one (any of them: MixedFusedLayerNorm derives from
+    FusedLayerNorm) that is not a call or base `plan` rewrites, a type check's class, an import, a
+    name being bound, or the value of a plain alias (`BertLayerNorm = FusedLayerNorm`, whose own uses
+    are references too): `norm = FusedLayerNorm if fused else nn.LayerNorm`, `partial(FusedLayerNorm)`,
+    a call held with a finding."""
+    allowed = {id(c.func) for c in index.calls if c in plan.replace_node}
+    allowed.update(id(n) for n in plan.replace_node if isinstance(n, (cst.Name, cst.Attribute)))  # bases
+    for check in checks:
+        classinfo = _classinfo(check)
+        if classinfo is not None:
+            allowed.add(id(classinfo))
+            if isinstance(classinfo, cst.Tuple):
+                allowed.update(id(e.value) for e in classinfo.elements)
+    for node in list(index.names) + list(index.attributes):
+        if id(node) in allowed or res.apex_name(node) not in LAYER_NORMS:
+            continue
+        parent = index.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue  # the last part of a dotted name: the dotted name itself is looked at
+        if isinstance(parent, (cst.ClassDef, cst.FunctionDef, cst.AsName)) and parent.name is node or \
+                isinstance(parent, cst.AssignTarget) or \
+                isinstance(parent, cst.Assign) and parent.value is node and \
+                all(isinstance(t.target, cst.Name) for t in parent.targets):
+            continue
+        if any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in index.ancestors(node)):
+            continue
+        return True
+    return False
 
 
 def _same_type_check(other: cst.BaseExpression, check: cst.Call, classinfo: cst.BaseExpression) -> bool:
@@ -594,14 +638,13 @@ class _Run(cst.CSTVisitor):
                         self.ctx.report(node, code, f"{q} has no native torch twin; nearest: {hint}")
                     break
 
-    def layer_norm_type_check(self, node: cst.Call, calls: Sequence[cst.Call], classes: Sequence[cst.ClassDef],
-                              index: ModuleIndex) -> None:
-        """`isinstance(m, FusedLayerNorm)` (or issubclass, or a tuple of classes) -> torch.nn.LayerNorm,
-        when every such norm this module builds or derives from is rewritten to torch's: the migrated
-        code then builds torch LayerNorms, which the apex class would no longer match."""
-        if len(node.args) < 2 or node.args[1].keyword is not None or node.args[1].star:
+    def layer_norm_type_check(self, node: cst.Call, index: ModuleIndex) -> None:
+        """`isinstance(m, FusedLayerNorm)` (or issubclass, or a tuple of classes) -> torch.nn.LayerNorm.
+        Called once every apex norm this module builds or derives from is rewritten to torch's: the
+        migrated code then builds torch LayerNorms, which the apex class would no longer match."""
+        classinfo = _classinfo(node)
+        if classinfo is None:
             return
-        classinfo = node.args[1].value
         elements = classinfo.elements if isinstance(classinfo, cst.Tuple) else None
         targets = [e.value for e in elements if isinstance(e, cst.Element)] if elements is not None else [classinfo]
         new_of: Dict[int, cst.BaseExpression] = {}
@@ -609,10 +652,6 @@ class _Run(cst.CSTVisitor):
             q = self.res.apex_name(target)
             if q not in LAYER_NORMS or self.res.other_binding(target) is not None or not self._ok(target, "A2A310"):
                 continue
-            if any(self.res.apex_name(c.func) == q and c not in self.plan.replace_node for c in calls) or any(
-                    self.res.apex_name(b.value) == q and b.value not in self.plan.replace_node
-                    for k in classes for b in k.bases):
-                continue  # an apex norm this module still builds: the check must still match it
             new_of[id(target)] = self._callee("torch.nn.LayerNorm", "torch.nn.LayerNorm")
             self.ctx.report(target, "A2A310", f"{node.func.value} check: {q.rsplit('.', 1)[1]} -> torch.nn.LayerNorm "  # type: ignore[attr-defined]
                             "(the migrated code builds torch LayerNorms; the check now matches every "
@@ -627,10 +666,17 @@ class _Run(cst.CSTVisitor):
                 beside = other  # in `a or b or c` (`(a or b) or c`), the operand next to the check
                 while isinstance(beside, cst.BooleanOperation) and isinstance(beside.operator, cst.Or):
                     beside = beside.left if either.left is node else beside.right
-                if _same_type_check(beside, node, new):  # `isinstance(m, nn.LayerNorm) or isinstance(m, Fused...)`
+                if _same_type_check(beside, node, new) and "#" not in code_of(either) and not any(
+                        self.res.apex_name(n) in LAYER_NORMS for n in iter_nodes(other)
+                        if isinstance(n, (cst.Name, cst.Attribute))):  # nothing else to rewrite in there
+                    # `isinstance(m, nn.LayerNorm) or isinstance(m, FusedLayerNorm)`: one check
                     self.plan.replace_node[either] = other.with_changes(lpar=either.lpar, rpar=either.rpar)
                     return
             self.plan.replace_node[classinfo] = new
+            return
+        if "#" in code_of(classinfo):  # dropping a class could drop a comment: replace in place only
+            self.plan.replace_node[classinfo] = classinfo.with_changes(elements=[
+                e.with_changes(value=new_of[id(e.value)]) if id(e.value) in new_of else e for e in elements])
             return
         self.plan.replace_node[classinfo] = _classes_tuple(classinfo, new_of)
 

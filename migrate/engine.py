@@ -214,6 +214,21 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
 def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Options],
                     select: Optional[Callable[[str], bool]], facts: Optional[RepoFacts], check_stable: bool,
                     prefilter_enabled: bool) -> Result:
+    result = _rewrite_parsed(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
+    if result.error is not None and result.error.startswith("internal error"):
+        # the tree came from a parse without libcst's node validation, which rejects a few sources its
+        # parser accepts (`a if b else(lambda: c)`): those still get the parse error, not a codemod's
+        try:
+            cst.parse_module(text)
+        except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
+            _guard(e)
+            return Result(text, text, error=_parse_error(e))
+    return result
+
+
+def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Options],
+                    select: Optional[Callable[[str], bool]], facts: Optional[RepoFacts], check_stable: bool,
+                    prefilter_enabled: bool) -> Result:
     select = select or Selection()
     data = text.encode("utf-8", "surrogatepass")
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)

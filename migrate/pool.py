@@ -66,8 +66,9 @@ class FilePool:
             n >= 2 and total_weight >= MIN_POOL_BYTES))
 
     def start_early(self) -> None:
-        """Start all the workers now, for a run that will use them: they fork and run `initializer`
-        while this process goes on with what comes before the first map."""
+        """Start the workers now, for a run that will use them: they fork and run `initializer` while
+        this process goes on with what comes before the first map (all of them where workers fork;
+        with the spawn start method the executor starts one per task, so here only the first)."""
         if self.jobs > 1 and self._executor is None:
             self._start(self.jobs).submit(_nothing)  # the first task makes the executor fork its workers
 

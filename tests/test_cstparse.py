@@ -65,3 +65,16 @@ def test_concurrent_parses_leave_validation_on() -> None:
         t.join()
     assert not errors
     assert _validating()
+
+
+def test_a_source_only_validation_rejects_still_reports_the_parse_error(tmp_path):
+    """libcst's parser accepts `a if b else(lambda: c)` and its node validation rejects it: the file is
+    reported as unparsable, as with the validating parse, not as a codemod's internal error."""
+    from migrate.engine import rewrite_source
+    text = "from apex.normalization import FusedLayerNorm\nln = FusedLayerNorm(10) if big else(lambda: None)\n"
+    with pytest.raises(Exception) as plain:
+        cst.parse_module(text)
+    result = rewrite_source(text, path="m.py", module_name="m")
+    assert result.error is not None and result.error.startswith("cannot parse"), result.error
+    assert str(plain.value).splitlines()[0] in result.error
+    assert result.new_text == text
