@@ -502,7 +502,8 @@ def _apex_norms_left(index: ModuleIndex, res: "Resolver", plan: EditPlan, checks
     FusedLayerNorm) that is not a call or base `plan` rewrites, a type check's class, an import, a
     name being bound, or the value of a plain alias (`BertLayerNorm = FusedLayerNorm`, whose own uses
     are references too): `norm = FusedLayerNorm if fused else nn.LayerNorm`, `partial(FusedLayerNorm)`,
-    a call held with a finding."""
+    a call held with a finding. Inside a class of the same name (the fallback `class BertLayerNorm` of
+    an apex import guard), the name is that class."""
     allowed = {id(c.func) for c in index.calls if c in plan.replace_node}
     allowed.update(id(n) for n in plan.replace_node if isinstance(n, (cst.Name, cst.Attribute)))  # bases
     for check in checks:
@@ -522,8 +523,10 @@ def _apex_norms_left(index: ModuleIndex, res: "Resolver", plan: EditPlan, checks
                 isinstance(parent, cst.Assign) and parent.value is node and \
                 all(isinstance(t.target, cst.Name) for t in parent.targets):
             continue
-        if any(isinstance(a, (cst.Import, cst.ImportFrom)) for a in index.ancestors(node)):
-            continue
+        spelled = code_of(node)
+        if any(isinstance(a, (cst.Import, cst.ImportFrom)) or isinstance(a, cst.ClassDef) and a.name.value == spelled
+               for a in index.ancestors(node)):
+            continue  # an import, or `super(BertLayerNorm, self)` in the fallback class of that name
         return True
     return False
 
