@@ -534,16 +534,18 @@ def _apex_norms_left(index: ModuleIndex, res: "Resolver", plan: EditPlan, checks
 def _same_type_check(other: cst.BaseExpression, check: cst.Call, classinfo: cst.BaseExpression) -> bool:
     """Whether `other` is `check` (a type check) with `classinfo` as its classes: `check` once rewritten."""
     return isinstance(other, cst.Call) and code_of(other.func) == code_of(check.func) and len(other.args) == 2 \
-        and len(check.args) == 2 and code_of(other.args[0].value) == code_of(check.args[0].value) \
+        and code_of(other.args[0].value) == code_of(check.args[0].value) \
         and code_of(other.args[1].value) == code_of(classinfo)
 
 
 def _classes_tuple(classinfo: cst.Tuple, new_of: Dict[int, cst.BaseExpression]) -> cst.BaseExpression:
     """`classinfo` with the classes `new_of` names replaced, a class now written twice kept once, and a
-    tuple left with one class unwrapped to it: `(nn.LayerNorm, FusedLayerNorm)` -> `nn.LayerNorm`."""
+    tuple left with one class unwrapped to it: `(nn.LayerNorm, FusedLayerNorm)` -> `nn.LayerNorm`.
+    A tuple holding a comment only has its classes replaced (dropping one could drop the comment)."""
     kept: List[cst.BaseElement] = []
     seen: Set[str] = set()
-    written = {code_of(v) for v in new_of.values()}
+    shorten = "#" not in code_of(classinfo)
+    written = {code_of(v) for v in new_of.values()} if shorten else set()
     for element in classinfo.elements:
         new = new_of.get(id(element.value)) if isinstance(element, cst.Element) else None
         value = new if new is not None else element.value
@@ -553,7 +555,7 @@ def _classes_tuple(classinfo: cst.Tuple, new_of: Dict[int, cst.BaseExpression]) 
         if spelled is not None:
             seen.add(spelled)
         kept.append(element.with_changes(value=value))
-    if len(kept) == 1 and isinstance(kept[0], cst.Element):
+    if shorten and len(kept) == 1 and isinstance(kept[0], cst.Element):
         return kept[0].value
     if len(kept) < len(classinfo.elements):
         kept[-1] = kept[-1].with_changes(comma=classinfo.elements[-1].comma)
@@ -676,10 +678,6 @@ class _Run(cst.CSTVisitor):
                     self.plan.replace_node[either] = other.with_changes(lpar=either.lpar, rpar=either.rpar)
                     return
             self.plan.replace_node[classinfo] = new
-            return
-        if "#" in code_of(classinfo):  # dropping a class could drop a comment: replace in place only
-            self.plan.replace_node[classinfo] = classinfo.with_changes(elements=[
-                e.with_changes(value=new_of[id(e.value)]) if id(e.value) in new_of else e for e in elements])
             return
         self.plan.replace_node[classinfo] = _classes_tuple(classinfo, new_of)
 

@@ -648,17 +648,8 @@ def files_to_parse(paths: Sequence[str], config: Optional[RunConfig] = None) -> 
     """The Python files under `paths` that a run's pass 1 parses with libcst (the cheap screen of
     their bytes wants them). Pass 2 may parse a few more, for facts pass 1 publishes."""
     config = config or RunConfig()
-    out = []
-    for d in discovery.discover(paths, config.excludes):
-        if d.kind != discovery.PYTHON:
-            continue
-        try:
-            step, _ = _screen_bytes(d, config, read_bytes(d.path))
-        except SourceError:
-            continue
-        if step == _PASS_ONE:
-            out.append(d.path)
-    return out
+    python = [d for d in discovery.discover(paths, config.excludes) if d.kind == discovery.PYTHON]
+    return [python[i].path for i, (step, _), _ in _screen_task((list(enumerate(python)), config)) if step == _PASS_ONE]
 
 
 def _warm_worker() -> None:
