@@ -789,9 +789,17 @@ _ATOM = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
 _LINE_ATOM = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
 _BRACKETS = ((rb"\(", rb"\)"), (rb"\[", rb"\]"), (rb"\{", rb"\}"))
 _NESTED = nested(_ATOM, _BRACKETS)
-# the rest of a statement's line: line atoms, and bracketed groups that may span lines
-_STATEMENT_TAIL = re.compile(rb"(?:" + _LINE_ATOM + b"".join(rb"|" + o + _NESTED + c for o, c in _BRACKETS)
-                             + rb")*(?=\r?\n|\Z)")
+
+
+@functools.lru_cache(maxsize=1)
+def _statement_tail() -> "re.Pattern[bytes]":
+    """The rest of a statement's line: line atoms, and bracketed groups that may span lines. Compiled
+    on first use: it takes longer to compile than a worker takes to import the rest, and few files
+    need it."""
+    return re.compile(rb"(?:" + _LINE_ATOM + b"".join(rb"|" + o + _NESTED + c for o, c in _BRACKETS)
+                      + rb")*(?=\r?\n|\Z)")
+
+
 _BACKWARD_ATTR = re.compile(rb"\.[\s\\]*backward\b")
 _DEF_BACKWARD = re.compile(rb"\bdef[\s\\]+backward\b")
 _DEF_STEP = re.compile(rb"\bdef[\s\\]+step\b")
@@ -831,7 +839,7 @@ def _no_scaled_backward(data: bytes) -> bool:
                 j += 1
             if data[j:j + 1] != b"=" or data[j + 1:j + 2] == b"=":
                 continue
-            tail = _STATEMENT_TAIL.match(data, j + 1)
+            tail = _statement_tail().match(data, j + 1)
             if tail is None or _SINGLE_STAR.search(tail.group()):
                 return False
     return True

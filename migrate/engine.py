@@ -20,7 +20,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions
 
-from . import cstparse, discovery, prefilter
+from . import cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_python, decode_text, read_bytes, write_atomic
 
 
@@ -234,13 +234,19 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
     if not codemods:
         return Result(text, text)
-    try:
-        module = _parse(text)
-    except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
-        _guard(e)
-        return Result(text, text, error=_parse_error(e))
     ctx = FileContext(path, module_name, options, facts, select)
-    current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
+    in_regions = _rewrite_in_regions(text, data, codemods, ctx, check_stable) if prefilter_enabled else None
+    if in_regions is not None:
+        current, findings, error = in_regions
+        new_module = None
+    else:
+        try:
+            module = _parse(text)
+        except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
+            _guard(e)
+            return Result(text, text, error=_parse_error(e))
+        ctx = FileContext(path, module_name, options, facts, select)
+        current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
         return Result(text, text, findings=findings, error=error)
     result = Result(text, current, findings, None, list(ctx.launch_notes), ctx.exported)
@@ -263,17 +269,55 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     return result
 
 
-def _stable(current: str, module: cst.Module, path: str, module_name: str, options: Optional[Options],
+def _stable(current: str, module: Optional[cst.Module], path: str, module_name: str, options: Optional[Options],
             select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
-    """The safety gate: a second rewrite of `current` (the code of `module`) changes nothing."""
+    """The safety gate: a second rewrite of `current` (the code of `module`; None: a rewrite made
+    in regions, which left no tree of the whole text) changes nothing."""
     data = current.encode("utf-8", "surrogatepass")
     codemods = [cm for cm in _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
                 if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
     ctx = FileContext(path, module_name, options, facts, select)
-    again, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
-    return error is not None or again == current
+    again = _rewrite_in_regions(current, data, codemods, ctx, False) if module is None else None
+    if again is not None:
+        return again[2] is not None or again[0] == current
+    if module is None:
+        try:
+            module = _parse(current)
+        except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
+            _guard(e)
+            return True
+        ctx = FileContext(path, module_name, options, facts, select)
+    text, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
+    return error is not None or text == current
+
+
+def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileContext, track_lines: bool
+                        ) -> Optional[Tuple[str, List[Finding], Optional[str]]]:
+    """(new text, findings, error) of `codemods` run on the reduced module of `text` (see
+    `migrate.regions`), or None when the whole module must be parsed: a codemod needs all of it,
+    the file is small, or a change could not be placed in the whole text."""
+    tokens = [getattr(cm, "REGION_TOKENS", ()) for cm in codemods]
+    if not all(tokens) or any(b in data for cm in codemods for b in cm.REGION_BLOCKERS):
+        return None
+    reduced = regions.reduce(text, {t.decode() for some in tokens for t in some})
+    if reduced is None:
+        return None
+    try:
+        module = _parse(reduced.text)
+    except BaseException as e:  # noqa: B036 - the whole-module path reports it
+        _guard(e)
+        return None
+    new, _, findings, error = _apply_codemods(reduced.text, module, codemods, ctx, track_lines=track_lines)
+    if error is not None:
+        return None
+    whole = reduced.splice(new) if new != reduced.text else text
+    if whole is None:
+        return None
+    for f in findings:
+        f.line = reduced.whole_line(f.line)
+    return whole, findings, None
 
 
 # -- whole runs --------------------------------------------------------------------------------
