@@ -1,4 +1,4 @@
 """`python -m migrate` runs the apex2amp command line."""
-from .cli import main
+from .cli import console_main
 
-main()
+console_main()

@@ -180,3 +180,25 @@ def test_readme_python_api_example_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert 'GradScaler("cuda")' in r.stdout and "A2A151" in r.stdout
     assert "would rewrite" in r.stdout and "exit code 1" in r.stdout
+
+
+def test_quick_exit_keeps_exit_codes_and_flushes_all_output(tmp_path):
+    """The command exits without the interpreter's teardown (`console_main`): the exit code, every
+    byte of a long piped report and the exit handlers must survive that."""
+    fixtures = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
+    r = cli(["check", "--format", "json", "--no-cache", fixtures], cwd=str(tmp_path))
+    import json
+    report = json.loads(r.stdout)
+    assert r.returncode == report["summary"]["exit_code"] == 2, r.stderr  # fixtures/ecosystem/broken
+    assert len(r.stdout) > 200_000 and report["summary"]["scanned"] > 250
+    assert cli(["--version"], cwd=str(tmp_path)).returncode == 0
+    assert cli(["check", str(tmp_path / "missing")], cwd=str(tmp_path)).returncode == 2
+    # a helper's exit handler (atexit) still runs before the process ends, and what it writes is flushed
+    code = ("import atexit, sys; sys.argv = ['apex2amp', '--version']; "
+            "atexit.register(lambda: sys.stdout.write('handler ran')); "
+            "from migrate.cli import console_main; console_main()")
+    import sys
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True, text=True,
+                          env=dict({k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+                                   PYTHONPATH=os.path.dirname(fixtures)), timeout=120)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("handler ran"), done
