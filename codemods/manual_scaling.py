@@ -30,7 +30,7 @@ from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .hazards import _WORD, FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
-from .walk import ast_nodes, nested, parse_ast
+from .walk import ast_nodes, parse_ast
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -785,19 +785,44 @@ def _autocast_maker(device: str, dtype: str, indent: str):
     return make
 
 
-_ATOM = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
-_LINE_ATOM = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
-_BRACKETS = ((rb"\(", rb"\)"), (rb"\[", rb"\]"), (rb"\{", rb"\}"))
-_NESTED = nested(_ATOM, _BRACKETS)
+_CLOSER = {40: 41, 91: 93, 123: 125}  # ( [ {  ->  ) ] }
+_MAX_BRACKETS = 4
 
 
-@functools.lru_cache(maxsize=1)
-def _statement_tail() -> "re.Pattern[bytes]":
-    """The rest of a statement's line: line atoms, and bracketed groups that may span lines. Compiled
-    on first use: it takes longer to compile than a worker takes to import the rest, and few files
-    need it."""
-    return re.compile(rb"(?:" + _LINE_ATOM + b"".join(rb"|" + o + _NESTED + c for o, c in _BRACKETS)
-                      + rb")*(?=\r?\n|\Z)")
+def _statement_tail(data: bytes, start: int) -> Optional[bytes]:
+    """The rest of the statement's line from `start`: plain characters, one-line strings without
+    backslashes, comments, and brackets (up to four deep, matched) that may span lines; None when
+    something else comes first (a backslash, an open string, an unmatched bracket). Scanned by hand:
+    the equivalent regex takes longer to compile than a worker takes to import the codemods."""
+    i, n, closers = start, len(data), []
+    while i < n:
+        c = data[i]
+        if c == 10:  # a line break ends the statement, outside brackets
+            if not closers:
+                return data[start:i]
+        elif c == 34 or c == 39:  # a string: to its closing quote on this line
+            j = i + 1
+            while j < n and data[j] != c:
+                if data[j] == 92 or data[j] == 10:
+                    return None
+                j += 1
+            if j == n:
+                return None
+            i = j
+        elif c == 35:  # a comment: to the line break
+            j = data.find(b"\n", i)
+            i = (n if j < 0 else j) - 1
+        elif c == 92:
+            return None
+        elif c in _CLOSER:
+            if len(closers) == _MAX_BRACKETS:
+                return None
+            closers.append(_CLOSER[c])
+        elif c == 41 or c == 93 or c == 125:
+            if not closers or closers.pop() != c:
+                return None
+        i += 1
+    return None if closers else data[start:]
 
 
 _BACKWARD_ATTR = re.compile(rb"\.[\s\\]*backward\b")
@@ -839,8 +864,8 @@ def _no_scaled_backward(data: bytes) -> bool:
                 j += 1
             if data[j:j + 1] != b"=" or data[j + 1:j + 2] == b"=":
                 continue
-            tail = _statement_tail().match(data, j + 1)
-            if tail is None or _SINGLE_STAR.search(tail.group()):
+            tail = _statement_tail(data, j + 1)
+            if tail is None or _SINGLE_STAR.search(tail):
                 return False
     return True
 

@@ -90,6 +90,7 @@ class GitIgnore:
 
     def __init__(self, folder: str, lines: Sequence[str]):
         self.folder = folder
+        self.prefix = os.path.join(folder, "")
         self.rules = []
         for line in lines:
             line = line.rstrip("\n").rstrip("\r")
@@ -99,18 +100,38 @@ class GitIgnore:
             if line.startswith("\\"):
                 line = line[1:]
             self.rules.append(_compile_gitignore(line))
+        # The last rule that matches decides. Runs of rules that agree (all ignore, or all re-include)
+        # are tried as one pattern each, last run first: for folders, and for files (no `dir/` rules).
+        self.runs: List[Tuple[Optional[re.Pattern], Optional[re.Pattern], bool]] = []
+        start = 0
+        for end in range(1, len(self.rules) + 1):
+            if end == len(self.rules) or self.rules[end][1] != self.rules[start][1]:
+                run = self.rules[start:end]
+                self.runs.append((_either([r[0] for r in run]),
+                                  _either([r[0] for r in run if not r[2]]), not run[0][1]))
+                start = end
+        self.runs.reverse()
 
     def match(self, path: str, is_dir: bool) -> Optional[bool]:
-        rel = os.path.relpath(path, self.folder).replace(os.sep, "/")
-        if rel.startswith(".."):
-            return None
-        verdict: Optional[bool] = None
-        for rx, neg, dir_only, _ in self.rules:
-            if dir_only and not is_dir:
-                continue
-            if rx.match(rel):
-                verdict = not neg
-        return verdict
+        """True: ignored; False: re-included (`!pattern`); None: no rule names `path`."""
+        if path.startswith(self.prefix):
+            rel = path[len(self.prefix):].replace(os.sep, "/")
+        else:
+            rel = os.path.relpath(path, self.folder).replace(os.sep, "/")
+            if rel.startswith(".."):
+                return None
+        for for_dirs, for_files, ignore in self.runs:
+            rx = for_dirs if is_dir else for_files
+            if rx is not None and rx.match(rel):
+                return ignore
+        return None
+
+
+def _either(patterns: Sequence[re.Pattern]) -> Optional[re.Pattern]:
+    """One pattern that matches where any of `patterns` matches (None for none)."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p.pattern})" for p in patterns))
 
 
 def _load_gitignore(folder: str) -> Optional[GitIgnore]:

@@ -344,6 +344,42 @@ def test_manual_scaling_byte_stage_only_rules_out_what_the_ast_stage_rules_out(t
         assert not through
 
 
+def _statement_tail_by_regex():
+    """The pattern `manual_scaling._statement_tail` scans by hand (it took 20 ms to compile)."""
+    import re
+    from codemods.walk import nested
+    atom = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
+    line_atom = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
+    brackets = ((rb"\(", rb"\)"), (rb"\[", rb"\]"), (rb"\{", rb"\}"))
+    inner = nested(atom, brackets)
+    return re.compile(rb"(?:" + line_atom + b"".join(rb"|" + o + inner + c for o, c in brackets)
+                      + rb")*(?=\r?\n|\Z)")
+
+
+_TAIL_RX = _statement_tail_by_regex()
+TAIL_SHAPES = ["a * b\nx", "(a\n * b)\n", "f(x[1], {2: (3)})  # c(\n", "'a#b' + \"c'd\"\n", "a \\\n * b\n",
+               "f(\n  # (\n  x)\n", "'open\n", "(((((x)))))\n", "((((x))))\n", "(]\n", ")\n", "x\r\ny", "(x",
+               "'a\\'b'\n", "[x\n# c\n]\r\n", ""]
+
+
+@pytest.mark.parametrize("text", TAIL_SHAPES)
+def test_statement_tail_scan_is_the_regex(text):
+    from codemods import manual_scaling
+    data = text.encode()
+    m = _TAIL_RX.match(data, 0)
+    assert manual_scaling._statement_tail(data, 0) == (m.group() if m else None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="()[]{}'\"#\\\n\r a*=", max_size=40), st.integers(min_value=0, max_value=3))
+def test_statement_tail_scan_is_the_regex_on_any_bytes(text, start):
+    from codemods import manual_scaling
+    data = text.encode()
+    start = min(start, len(data))
+    m = _TAIL_RX.match(data, start)
+    assert manual_scaling._statement_tail(data, start) == (m.group() if m else None)
+
+
 def test_word_tests_by_find_answer_what_the_lint_regexes_answer():
     from codemods import hazards
     texts = [open(p, "rb").read() for p in sorted(glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True))]
