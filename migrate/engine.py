@@ -84,9 +84,8 @@ def _parse(text: str) -> cst.Module:
 
 def _python_parse_error(text: str) -> Optional[str]:
     """Why CPython's own parser rejects `text`, or None when it parses."""
-    import ast
     try:
-        ast.parse(text)
+        regions.syntax_tree(text)
     except SyntaxError as e:
         return f"syntax error at line {e.lineno}: {e.msg}"
     except (ValueError, RecursionError, MemoryError) as e:

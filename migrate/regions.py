@@ -81,7 +81,7 @@ def reduce(text: str, tokens: Iterable[str]) -> Optional[Reduced]:
     if len(lines) < _MIN_LINES:
         return None
     try:
-        tree = ast.parse(text)
+        tree = syntax_tree(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     spans = _statement_spans(tree.body)
@@ -106,6 +106,20 @@ def reduce(text: str, tokens: Iterable[str]) -> Optional[Reduced]:
     if kept > _MAX_KEPT * len(lines):
         return None
     return Reduced(lines, text, keep)
+
+
+_last_tree: List[object] = [None, None]  # the text `syntax_tree` parsed last, and its tree
+
+
+def syntax_tree(text: str) -> ast.Module:
+    """`ast.parse(text)` (raising as it does), kept for the same text object: the safety gate's
+    parse check of a rewrite and the reduction of its second rewrite read one parse."""
+    if _last_tree[0] is text:
+        return _last_tree[1]  # type: ignore[return-value]
+    _last_tree[0] = _last_tree[1] = None
+    tree = ast.parse(text)
+    _last_tree[0], _last_tree[1] = text, tree
+    return tree
 
 
 def _statement_spans(body: Sequence[ast.stmt]) -> List[Tuple[int, int, List[ast.stmt]]]:
