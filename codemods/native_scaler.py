@@ -20,12 +20,17 @@ from .walk import ast_nodes, parse_ast
 KEYWORD_ONLY = -1  # the slot of a keyword-only scaler parameter
 
 
+def may_have_helpers(data: bytes) -> bool:
+    """False when the bytes alone show `scaler_helpers` finds nothing (a run asks of every file)."""
+    return b".scale(" in data and b"scaler" in data
+
+
 def scaler_helpers(data: bytes) -> Tuple[Optional[str], Dict[str, int]]:
     """(parameter name, {function: its slot}) of the module-level functions in `data` that call
     `.scale(...)` on a parameter named like a scaler. The slot is the parameter's position among the
     positional ones, or KEYWORD_ONLY. Functions using another parameter name than the first found are
     left out: a module publishes one name (`RepoFacts.scaler_params`)."""
-    if b".scale(" not in data or b"scaler" not in data:
+    if not may_have_helpers(data):
         return None, {}
     try:
         tree = parse_ast(data)

@@ -914,7 +914,7 @@ def _native_facts(files: Sequence[discovery.Discovered], published: Dict[int, Re
     files of the run (those whose own apex code published scaler functions are left out), and merged
     for the project files outside the run that the `held` files import (pre-commit passes only the
     staged files; the helper may have been committed on its own before)."""
-    from codemods.native_scaler import native_facts
+    from codemods.native_scaler import may_have_helpers, native_facts
 
     read: Dict[str, Optional[bytes]] = {}  # the held files are read by both loops below
 
@@ -932,7 +932,9 @@ def _native_facts(files: Sequence[discovery.Discovered], published: Dict[int, Re
         if d.kind != discovery.PYTHON or (i in published and published[i].scaler_functions):
             continue
         data = bytes_of(i, d.path)
-        facts = native_facts(data, d.path, discovery.module_name_for(d.path)[0]) if data else RepoFacts()
+        if not data or not may_have_helpers(data):  # the module name costs more than this test
+            continue
+        facts = native_facts(data, d.path, discovery.module_name_for(d.path)[0])
         if facts.scaler_functions:
             inside[i] = facts
     outside = RepoFacts()
@@ -944,7 +946,7 @@ def _native_facts(files: Sequence[discovery.Discovered], published: Dict[int, Re
                 continue
             in_run.add(path)
             other = bytes_of(-1, path)
-            if other:
+            if other and may_have_helpers(other):
                 outside.merge(native_facts(other, path, discovery.module_name_for(path)[0]))
     return inside, outside
 
