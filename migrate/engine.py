@@ -235,9 +235,9 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
         return Result(text, text)
     ctx = FileContext(path, module_name, options, facts, select)
     in_regions = _rewrite_in_regions(text, data, codemods, ctx, check_stable) if prefilter_enabled else None
+    reduced_code: Optional[str] = None  # when the rewrite was made in regions: the code of new_module
     if in_regions is not None:
-        current, findings, error = in_regions
-        new_module = None
+        current, findings, error, new_module, reduced_code = in_regions
     else:
         try:
             module = _parse(text)
@@ -255,7 +255,7 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
             return Result(text, text, findings, f"internal error: the rewrite did not parse ({why}); "
                                                 "file left unchanged")
         if check_stable and not _stable(current, new_module, path, module_name, options, select, facts,
-                                        prefilter_enabled):
+                                        prefilter_enabled, reduced_code):
             return Result(text, text, findings,
                           "internal error: a second rewrite would change the output again; file left unchanged")
         back = _line_map(text, current)
@@ -268,20 +268,22 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     return result
 
 
-def _stable(current: str, module: Optional[cst.Module], path: str, module_name: str, options: Optional[Options],
-            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
-    """The safety gate: a second rewrite of `current` (the code of `module`; None: a rewrite made
-    in regions, which left no tree of the whole text) changes nothing."""
+def _stable(current: str, module: cst.Module, path: str, module_name: str, options: Optional[Options],
+            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool,
+            reduced_code: Optional[str] = None) -> bool:
+    """The safety gate: a second rewrite of `current` changes nothing. `module` is the tree the first
+    rewrite produced: of `current`, or, for a rewrite made in regions, of its reduced module (whose
+    code is `reduced_code`), which the second one reuses when it reduces `current` to that code."""
     data = current.encode("utf-8", "surrogatepass")
     codemods = [cm for cm in _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
                 if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
     ctx = FileContext(path, module_name, options, facts, select)
-    again = _rewrite_in_regions(current, data, codemods, ctx, False) if module is None else None
-    if again is not None:
-        return again[2] is not None or again[0] == current
-    if module is None:
+    if reduced_code is not None:
+        again = _rewrite_in_regions(current, data, codemods, ctx, False, reuse=(module, reduced_code))
+        if again is not None:
+            return again[2] is not None or again[0] == current
         try:
             module = _parse(current)
         except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
@@ -292,23 +294,28 @@ def _stable(current: str, module: Optional[cst.Module], path: str, module_name: 
     return error is not None or text == current
 
 
-def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileContext, track_lines: bool
-                        ) -> Optional[Tuple[str, List[Finding], Optional[str]]]:
-    """(new text, findings, error) of `codemods` run on the reduced module of `text` (see
-    `migrate.regions`), or None when the whole module must be parsed: a codemod needs all of it,
-    the file is small, or a change could not be placed in the whole text."""
+def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileContext, track_lines: bool,
+                        reuse: Optional[Tuple[cst.Module, str]] = None
+                        ) -> Optional[Tuple[str, List[Finding], Optional[str], cst.Module, str]]:
+    """(new text, findings, error, new reduced tree, its code) of `codemods` run on the reduced module
+    of `text` (see `migrate.regions`), or None when the whole module must be parsed: a codemod needs
+    all of it, the file is small, or a change could not be placed in the whole text. `reuse`: a tree
+    and its code, taken instead of a parse when the reduced module has that code."""
     tokens = [getattr(cm, "REGION_TOKENS", ()) for cm in codemods]
     if not all(tokens) or any(b in data for cm in codemods for b in cm.REGION_BLOCKERS):
         return None
     reduced = regions.reduce(text, {t.decode() for some in tokens for t in some})
     if reduced is None:
         return None
-    try:
-        module = _parse(reduced.text)
-    except BaseException as e:  # noqa: B036 - the whole-module path reports it
-        _guard(e)
-        return None
-    new, _, findings, error = _apply_codemods(reduced.text, module, codemods, ctx, track_lines=track_lines)
+    if reuse is not None and reuse[1] == reduced.text:
+        module = reuse[0]
+    else:
+        try:
+            module = _parse(reduced.text)
+        except BaseException as e:  # noqa: B036 - the whole-module path reports it
+            _guard(e)
+            return None
+    new, new_module, findings, error = _apply_codemods(reduced.text, module, codemods, ctx, track_lines=track_lines)
     if error is not None:
         return None
     whole = reduced.splice(new) if new != reduced.text else text
@@ -316,7 +323,7 @@ def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileCo
         return None
     for f in findings:
         f.line = reduced.whole_line(f.line)
-    return whole, findings, None
+    return whole, findings, None, new_module, new
 
 
 # -- whole runs --------------------------------------------------------------------------------

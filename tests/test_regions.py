@@ -189,3 +189,50 @@ def test_every_fixture_rewrites_the_same_in_regions(monkeypatch):
     with whole():
         slow = {c.id: outcome(run_case(c)) for c in cases}
     assert fast == slow
+
+
+class _RegionCodemod:
+    """A codemod that reads only the statements holding `--local_rank` (as launch does)."""
+
+    NAME = "test"
+    REGION_TOKENS = (b"--local_rank",)
+    REGION_BLOCKERS = ()
+
+    def __init__(self, transform):
+        self._transform = transform
+
+    def transform(self, wrapper, ctx):
+        return self._transform(wrapper.module)
+
+
+def _append_to_the_argument(module):
+    """`default=0` -> `default=0 + 1`, again on every rewrite (a codemod that never settles)."""
+    import libcst as cst
+
+    class Bump(cst.CSTTransformer):
+        def leave_Arg(self, original, updated):
+            if updated.keyword is not None and updated.keyword.value == "default":
+                return updated.with_changes(value=cst.BinaryOperation(updated.value, cst.Add(), cst.Integer("1")))
+            return updated
+    return module.visit(Bump())
+
+
+def test_the_safety_gate_refuses_an_unsettled_rewrite_made_in_regions(monkeypatch):
+    monkeypatch.setattr(engine, "_run_codemods_for", lambda *a, **k: [_RegionCodemod(_append_to_the_argument)])
+    seen = parsed_lengths(monkeypatch)
+    text = SHAPES["top level, os imported"]
+    res = engine.rewrite_source(text, path="train.py")
+    assert seen and max(seen) * 2 < len(text)
+    assert res.error and "second rewrite" in res.error and res.new_text == text
+
+
+def test_a_settled_rewrite_made_in_regions_passes_the_gate_on_its_own_tree(monkeypatch):
+    """The second rewrite reduces the output to the code the first produced, and reuses its tree."""
+    def once(module):
+        return module if "0 + 1" in module.code else _append_to_the_argument(module)
+    monkeypatch.setattr(engine, "_run_codemods_for", lambda *a, **k: [_RegionCodemod(once)])
+    seen = parsed_lengths(monkeypatch)
+    text = SHAPES["top level, os imported"]
+    res = engine.rewrite_source(text, path="train.py")
+    assert res.error is None and "default=0 + 1)" in res.new_text
+    assert len(seen) == 1, "one libcst parse: the gate's second rewrite ran on the first one's tree"
