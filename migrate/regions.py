@@ -27,6 +27,7 @@ _LINE = re.compile(r"[^\n]*\n|[^\n]+")
 _LONE_CR = re.compile(r"\r(?!\n)")
 _MIN_LINES = 400  # smaller files are parsed whole: a reduction would save little
 _MAX_KEPT = 0.5  # nor is a file reduced that keeps more than this share of its lines
+_MIN_INNER = 40  # a function or class this long keeps only its header and the body statements it needs
 _BLOCKS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
            ast.With, ast.AsyncWith, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ()) + (
            (ast.Match,) if hasattr(ast, "Match") else ())
@@ -92,20 +93,62 @@ def reduce(text: str, tokens: Iterable[str]) -> Optional[Reduced]:
     end = -1  # last line (0-based) of the statement before
     prologue = _prologue_end(tree.body, spans)
     for (first, last, nodes) in spans:
-        wanted = last <= prologue or any(isinstance(n, (ast.Import, ast.ImportFrom)) or
-                                         _holds_import(n) for n in nodes) \
-            or any(t in lines[i] for i in range(first, last + 1) for t in tokens)
-        if wanted:
-            start = end + 1  # the blank and comment lines above belong to the statement
-            if keep and keep[-1][1] == start - 1:
-                keep[-1] = (keep[-1][0], last)
+        holds = last > prologue and _holds(lines, first, last, tokens)
+        if last <= prologue or any(isinstance(n, (ast.Import, ast.ImportFrom)) or _holds_import(n) for n in nodes):
+            _add(keep, end + 1, last)  # the blank and comment lines above belong to the statement
+        elif holds:
+            inner = _inner_pieces(nodes, lines, tokens) if len(nodes) == 1 else None
+            if inner is None:
+                _add(keep, end + 1, last)
             else:
-                keep.append((start, last))
+                _add(keep, end + 1, inner[0][1])  # the header
+                for a, b in inner[1:]:
+                    _add(keep, a, b)
         end = last
     kept = sum(b - a + 1 for a, b in keep)
     if kept > _MAX_KEPT * len(lines):
         return None
     return Reduced(lines, text, keep)
+
+
+def _holds(lines: List[str], first: int, last: int, tokens: Sequence[str]) -> bool:
+    return any(t in lines[i] for i in range(first, last + 1) for t in tokens)
+
+
+def _add(keep: List[Tuple[int, int]], first: int, last: int) -> None:
+    """Keep lines first..last, as a piece of their own unless they continue the last piece."""
+    if keep and keep[-1][1] == first - 1:
+        keep[-1] = (keep[-1][0], last)
+    else:
+        keep.append((first, last))
+
+
+def _inner_pieces(nodes: Sequence[ast.stmt], lines: List[str], tokens: Sequence[str]
+                  ) -> Optional[List[Tuple[int, int]]]:
+    """For a long function or class whose body holds the tokens: its header (from the first
+    decorator through the line before its body's leading comments), then each body statement that
+    holds a token, with its leading lines. None: keep the statement whole (short, a body on the
+    header's line, or the tokens in the header itself)."""
+    node = nodes[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return None
+    last = (node.end_lineno or node.lineno) - 1
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+    if last - first < _MIN_INNER:
+        return None
+    body = _statement_spans(node.body)
+    header_end = body[0][0] - 1
+    while header_end >= node.lineno and lines[header_end].strip()[:1] in ("", "#"):
+        header_end -= 1  # blank and comment lines before the body lead its first statement
+    if header_end < node.lineno - 1 or _holds(lines, first, header_end, tokens):
+        return None
+    out = [(first, header_end)]
+    end = header_end
+    for a, b, _ in body:
+        if _holds(lines, a, b, tokens):
+            out.append((end + 1, b))
+        end = b
+    return out if len(out) > 1 else None
 
 
 _last_tree: List[object] = [None, None]  # the text `syntax_tree` parsed last, and its tree

@@ -48,6 +48,34 @@ def get_args():
     return parser.parse_args()
 '''
 
+ARGPARSE_IN_LONG_FUNCTION = '''
+
+@functools.lru_cache(maxsize=None)
+def parse_args(
+    input_args=None,
+):  # the options
+    # a comment that leads the body
+    """Every option of the script."""
+    parser = argparse.ArgumentParser()
+''' + "".join(f"    parser.add_argument('--option_{i}', type=int, default={i})\n" for i in range(45)) + '''
+    # apex2amp: ignore[A2A408]
+    parser.add_argument("--local_rank", type=int, required=True)
+    if input_args:
+        parser.add_argument(
+            "--local-rank",  # spelled with a dash
+            type=int,
+        )
+    return parser.parse_args(input_args)
+
+
+class Options:
+    """Options as a class."""
+
+''' + "".join(f"    option_{i} = {i}\n" for i in range(45)) + '''
+    def build(self, parser):
+        parser.add_argument("--local_rank", default=None)
+'''
+
 MAIN = '''
 
 def main():
@@ -76,6 +104,8 @@ SHAPES = {
         '"--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0))'), MAIN),
     "two statements on a line": big("import argparse; import torch\n", ARGPARSE_TOP, MAIN),
     "no trailing newline": big("import argparse\n", ARGPARSE_TOP, MAIN.rstrip("\n")),
+    "inside a long function and a class": big("import argparse\nimport functools\n", ARGPARSE_IN_LONG_FUNCTION,
+                                              MAIN),
 }
 
 
@@ -175,6 +205,7 @@ def test_every_fixture_rewrites_the_same_in_regions(monkeypatch):
     cases = collect()
     monkeypatch.setattr(regions, "_MIN_LINES", 0)
     monkeypatch.setattr(regions, "_MAX_KEPT", 1.0)
+    monkeypatch.setattr(regions, "_MIN_INNER", 0)
     used = []
     real = regions.reduce
 
@@ -236,3 +267,14 @@ def test_a_settled_rewrite_made_in_regions_passes_the_gate_on_its_own_tree(monke
     res = engine.rewrite_source(text, path="train.py")
     assert res.error is None and "default=0 + 1)" in res.new_text
     assert len(seen) == 1, "one libcst parse: the gate's second rewrite ran on the first one's tree"
+
+
+def test_a_long_function_keeps_its_header_and_the_statements_that_spell_the_flag():
+    text = SHAPES["inside a long function and a class"]
+    red = regions.reduce(text, ["--local_rank", "--local-rank"])
+    assert red is not None
+    assert "def parse_args(\n    input_args=None,\n):  # the options\n" in red.text
+    assert "# apex2amp: ignore[A2A408]\n    parser.add_argument(\"--local_rank\"" in red.text  # with its comment
+    assert '"--local-rank",  # spelled with a dash' in red.text and "class Options:" in red.text
+    assert "--option_3" not in red.text and "option_7 = 7" not in red.text and "leads the body" not in red.text
+    assert "@functools.lru_cache" in red.text
