@@ -17,6 +17,18 @@ _RX = re.compile(r"#\s*apex2amp:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?", re.I)
 ALL: FrozenSet[str] = frozenset({"*"})
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def physical_lines(text: str) -> List[str]:
+    """`text.splitlines()`, broken only where Python and libcst count a new line: not at the form
+    feeds, vertical tabs and Unicode separators `str.splitlines` also breaks at."""
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _codes_of(match: "re.Match[str]") -> FrozenSet[str]:
     if match.group(1) is None:
         return ALL
@@ -54,7 +66,7 @@ class Suppressions:
             return
         per_line: Dict[int, FrozenSet[str]] = {}
         pending: Optional[FrozenSet[str]] = None
-        for i, line in enumerate(text.splitlines(), start=1):
+        for i, line in enumerate(physical_lines(text), start=1):
             m = _RX.search(line)
             stripped = line.strip()
             codes: Optional[FrozenSet[str]] = None

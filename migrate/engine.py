@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper
 
 from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
-from codemods.suppression import Suppressions
+from codemods.suppression import Suppressions, physical_lines
 
 from . import cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_python, decode_text, read_bytes, write_atomic
@@ -58,7 +58,7 @@ class Result:
 
 def _line_map(old: str, new: str) -> List[int]:
     """For each 1-based line of `new`, the 1-based line of `old` it comes from (or is nearest to)."""
-    a, b = old.splitlines(), new.splitlines()
+    a, b = physical_lines(old), physical_lines(new)
     out = [0] * (len(b) + 2)
     sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
@@ -208,6 +208,7 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
         return _rewrite_source(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
     finally:
         ModuleIndex.forget_all()  # this file's trees are freed now, not at the next cyclic collection
+        regions.forget()
 
 
 def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Options],
@@ -236,8 +237,9 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     ctx = FileContext(path, module_name, options, facts, select)
     in_regions = _rewrite_in_regions(text, data, codemods, ctx, check_stable) if prefilter_enabled else None
     reduced_code: Optional[str] = None  # when the rewrite was made in regions: the code of new_module
+    error: Optional[str] = None
     if in_regions is not None:
-        current, findings, error, new_module, reduced_code = in_regions
+        current, findings, new_module, reduced_code = in_regions
     else:
         try:
             module = _parse(text)
@@ -283,12 +285,12 @@ def _stable(current: str, module: cst.Module, path: str, module_name: str, optio
     if reduced_code is not None:
         again = _rewrite_in_regions(current, data, codemods, ctx, False, reuse=(module, reduced_code))
         if again is not None:
-            return again[2] is not None or again[0] == current
+            return again[0] == current
         try:
             module = _parse(current)
-        except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
+        except BaseException as e:  # noqa: B036 - a rewrite the second one cannot even read is refused
             _guard(e)
-            return True
+            return False
         ctx = FileContext(path, module_name, options, facts, select)
     text, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
     return error is not None or text == current
@@ -296,15 +298,18 @@ def _stable(current: str, module: cst.Module, path: str, module_name: str, optio
 
 def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileContext, track_lines: bool,
                         reuse: Optional[Tuple[cst.Module, str]] = None
-                        ) -> Optional[Tuple[str, List[Finding], Optional[str], cst.Module, str]]:
-    """(new text, findings, error, new reduced tree, its code) of `codemods` run on the reduced module
-    of `text` (see `migrate.regions`), or None when the whole module must be parsed: a codemod needs
-    all of it, the file is small, or a change could not be placed in the whole text. `reuse`: a tree
-    and its code, taken instead of a parse when the reduced module has that code."""
+                        ) -> Optional[Tuple[str, List[Finding], cst.Module, str]]:
+    """(new text, findings, new reduced tree, its code) of `codemods` run on the reduced module of
+    `text` (see `migrate.regions`), or None when the whole module must be parsed: a codemod needs all
+    of it, the file is small, a codemod failed, or a change could not be placed in the whole text.
+    `reuse`: a tree and its code, taken instead of a parse when the reduced module has that code."""
     tokens = [getattr(cm, "REGION_TOKENS", ()) for cm in codemods]
-    if not all(tokens) or any(b in data for cm in codemods for b in cm.REGION_BLOCKERS):
+    if not all(tokens) or any(b in data for cm in codemods for b in getattr(cm, "REGION_BLOCKERS", ())):
         return None
-    reduced = regions.reduce(text, {t.decode() for some in tokens for t in some})
+    try:
+        reduced = regions.reduce(text, {t.decode() for some in tokens for t in some})
+    except Exception:  # noqa: BLE001 - a shortcut only: the whole-module path decides
+        return None
     if reduced is None:
         return None
     if reuse is not None and reuse[1] == reduced.text:
@@ -323,7 +328,7 @@ def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileCo
         return None
     for f in findings:
         f.line = reduced.whole_line(f.line)
-    return whole, findings, None, new_module, new
+    return whole, findings, new_module, new
 
 
 # -- whole runs --------------------------------------------------------------------------------

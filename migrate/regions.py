@@ -37,7 +37,7 @@ _GUARDS = (ast.If, ast.Try, ast.With) + ((ast.TryStar,) if hasattr(ast, "TryStar
 class Reduced:
     """A reduced module: its text, and for each of its lines the line of the whole text it is."""
 
-    def __init__(self, lines: List[str], text: str, keep: List[Tuple[int, int]]):
+    def __init__(self, lines: List[str], keep: List[Tuple[int, int]]):
         self.whole_lines = lines  # the whole text's lines, with their endings
         self.pieces = keep  # (first, last) 0-based line ranges of the whole text, in order
         self.origin: List[int] = []  # 0-based whole line of each reduced line
@@ -93,10 +93,9 @@ def reduce(text: str, tokens: Iterable[str]) -> Optional[Reduced]:
     end = -1  # last line (0-based) of the statement before
     prologue = _prologue_end(tree.body, spans)
     for (first, last, nodes) in spans:
-        holds = last > prologue and _holds(lines, first, last, tokens)
         if last <= prologue or any(isinstance(n, (ast.Import, ast.ImportFrom)) or _holds_import(n) for n in nodes):
             _add(keep, end + 1, last)  # the blank and comment lines above belong to the statement
-        elif holds:
+        elif _holds(lines, first, last, tokens):
             inner = _inner_pieces(nodes, lines, tokens) if len(nodes) == 1 else None
             if inner is None:
                 _add(keep, end + 1, last)
@@ -108,7 +107,7 @@ def reduce(text: str, tokens: Iterable[str]) -> Optional[Reduced]:
     kept = sum(b - a + 1 for a, b in keep)
     if kept > _MAX_KEPT * len(lines):
         return None
-    return Reduced(lines, text, keep)
+    return Reduced(lines, keep)
 
 
 def _holds(lines: List[str], first: int, last: int, tokens: Sequence[str]) -> bool:
@@ -151,18 +150,24 @@ def _inner_pieces(nodes: Sequence[ast.stmt], lines: List[str], tokens: Sequence[
     return out if len(out) > 1 else None
 
 
-_last_tree: List[object] = [None, None]  # the text `syntax_tree` parsed last, and its tree
+_last_tree: List[Optional[Tuple[str, ast.Module]]] = [None]  # the text `syntax_tree` parsed last, with its tree
 
 
 def syntax_tree(text: str) -> ast.Module:
-    """`ast.parse(text)` (raising as it does), kept for the same text object: the safety gate's
-    parse check of a rewrite and the reduction of its second rewrite read one parse."""
-    if _last_tree[0] is text:
-        return _last_tree[1]  # type: ignore[return-value]
-    _last_tree[0] = _last_tree[1] = None
+    """`ast.parse(text)` (raising as it does), kept for the same text object until `forget`: the
+    safety gate's parse check of a rewrite and the reduction of its second rewrite read one parse."""
+    last = _last_tree[0]
+    if last is not None and last[0] is text:
+        return last[1]
+    _last_tree[0] = None
     tree = ast.parse(text)
-    _last_tree[0], _last_tree[1] = text, tree
+    _last_tree[0] = (text, tree)
     return tree
+
+
+def forget() -> None:
+    """Drop the kept tree (a file is done)."""
+    _last_tree[0] = None
 
 
 def _statement_spans(body: Sequence[ast.stmt]) -> List[Tuple[int, int, List[ast.stmt]]]:
@@ -187,9 +192,18 @@ def _prologue_end(body: Sequence[ast.stmt], spans: List[Tuple[int, int, List[ast
         leading += 1
     end = spans[min(leading, len(spans) - 1)][1]
     for first, last, nodes in spans:
-        if any(isinstance(n, _BLOCKS) and n.body and n.body[0].lineno > n.lineno for n in nodes):
+        if any(_opens_block(n) for n in nodes):
             return max(end, last)
     return end
+
+
+def _opens_block(node: ast.stmt) -> bool:
+    """Whether a compound statement's body starts on a line of its own (an indented block)."""
+    if not isinstance(node, _BLOCKS):
+        return False
+    cases = getattr(node, "cases", None)  # a match: its `case` lines are the block
+    first = cases[0].pattern if cases else node.body[0]
+    return first.lineno > node.lineno
 
 
 def _leading(node: ast.stmt) -> bool:

@@ -104,6 +104,9 @@ SHAPES = {
         '"--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0))'), MAIN),
     "two statements on a line": big("import argparse; import torch\n", ARGPARSE_TOP, MAIN),
     "no trailing newline": big("import argparse\n", ARGPARSE_TOP, MAIN.rstrip("\n")),
+    "a match statement first": big("import argparse\nmatch 1:\n    case 1:\n        pass\n", ARGPARSE_TOP, MAIN),
+    "form feeds and a suppression": big("import argparse\n", "\x0c\nY = '\x0c\u2028'\n" + ARGPARSE_TOP.replace(
+        'parser.add_argument("--local_rank"', '# apex2amp: ignore[A2A408]\nparser.add_argument("--local_rank"'), MAIN),
     "inside a long function and a class": big("import argparse\nimport functools\n", ARGPARSE_IN_LONG_FUNCTION,
                                               MAIN),
 }
@@ -142,7 +145,9 @@ def test_regions_rewrite_equals_whole_module_rewrite(shape, monkeypatch):
     with whole():
         slow = engine.rewrite_source(text, path="train.py")
     assert outcome(fast) == outcome(slow)
-    assert bool(slow.findings) != (shape == "env already"), "the shape holds what it is meant to"
+    quiet = ("env already", "form feeds and a suppression")  # nothing to do, and a suppressed argument
+    assert bool(slow.findings) != (shape in quiet), "the shape holds what it is meant to"
+    assert (slow.new_text == text) == (shape in quiet)
 
 
 def test_regions_keep_what_the_codemod_reads():
@@ -278,3 +283,15 @@ def test_a_long_function_keeps_its_header_and_the_statements_that_spell_the_flag
     assert '"--local-rank",  # spelled with a dash' in red.text and "class Options:" in red.text
     assert "--option_3" not in red.text and "option_7 = 7" not in red.text and "leads the body" not in red.text
     assert "@functools.lru_cache" in red.text
+
+
+def test_code_the_whole_module_path_cannot_handle_is_left_out_of_regions(monkeypatch):
+    """The one difference from the whole-module path: a statement libcst cannot take (here a
+    1,500-term sum, past its recursion limit) in lines the reduced module leaves out does not stop
+    the migration of the flag; parsed whole, the file is left unchanged with an internal error."""
+    text = big("import argparse\n", ARGPARSE_TOP, MAIN + "TOTAL = " + " + ".join(["1"] * 1500) + "\n")
+    fast = engine.rewrite_source(text, path="train.py")
+    assert fast.error is None and [f.code for f in fast.findings] == ["A2A408"]
+    with whole():
+        slow = engine.rewrite_source(text, path="train.py")
+    assert slow.error and "RecursionError" in slow.error and not slow.changed

@@ -96,3 +96,19 @@ def test_suppressions_cover_whole_statements_only():
 def test_suppressions_fall_back_to_lines_when_tokenizing_fails():
     s = Suppressions("x = (  # apex2amp: ignore\n")
     assert s.covers(1, "A2A101")
+
+
+def test_suppression_lines_count_only_python_line_breaks():
+    """A form feed or a U+2028 inside a string is not a line break for Python or libcst; a comment
+    below it still covers the statement under it."""
+    from codemods.suppression import Suppressions
+    text = "x = '\x0c\u2028\x1c'\n\x0c\n# apex2amp: ignore[A2A408]\ny = 1\nz = 2\n"
+    sup = Suppressions(text)
+    assert sup.covers(4, "A2A408") and not sup.covers(5, "A2A408") and not sup.covers(3, "A2A408")
+
+
+def test_rewritten_lines_are_mapped_by_python_line_breaks():
+    """`new_line` of a finding comes from this map: a form feed inside a line does not shift it."""
+    from migrate.engine import _line_map
+    back = _line_map("a = '\x0c'\nc = 1\n", "a = '\x0c'\nb = 0\nc = 1\n")
+    assert back[1:4] == [1, 2, 2] and len(back) == 5
