@@ -229,15 +229,17 @@ def _walk_dir(folder: str, root: str, excludes: Sequence[str], kinds: Optional[S
     if real in visited:
         return
     visited.add(real)
-    gi = _load_gitignore(folder)
-    if gi:
-        stack = stack + [gi]
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         return
+    if any(e.name == ".gitignore" for e in entries):  # no failed open in every folder without one
+        gi = _load_gitignore(folder)
+        if gi:
+            stack = stack + [gi]
+    real_prefix = os.path.join(real, "")
     for entry in entries:
-        path = os.path.join(folder, entry.name)
+        path = entry.path  # os.path.join(folder, entry.name), made by scandir
         try:
             is_dir = entry.is_dir()
         except OSError:
@@ -258,7 +260,7 @@ def _walk_dir(folder: str, root: str, excludes: Sequence[str], kinds: Optional[S
             link = entry.is_symlink()
         except OSError:
             link = True
-        yield Discovered(path, kind, root, "" if link else os.path.join(real, entry.name))
+        yield Discovered(path, kind, root, "" if link else real_prefix + entry.name)
 
 
 def module_name_for(path: str) -> Tuple[str, bool]:
