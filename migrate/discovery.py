@@ -42,8 +42,10 @@ def file_kind(path: str) -> Optional[str]:
     return None
 
 
-def _compile_gitignore(pattern: str) -> Tuple[re.Pattern, bool, bool, bool]:
-    """(regex on the path relative to the .gitignore folder, negated, dir_only, anchored)."""
+def _gitignore_rule(pattern: str) -> Tuple[str, bool, bool, str, str]:
+    """(regex source on the path relative to the .gitignore folder, negated, dir_only, kind, literal).
+    kind "name": the rule names a basename (`literal`) at any depth; "suffix": `*literal` at any depth;
+    "regex": anything else (read through the regex)."""
     neg = pattern.startswith("!")
     if neg:
         pattern = pattern[1:]
@@ -80,9 +82,49 @@ def _compile_gitignore(pattern: str) -> Tuple[re.Pattern, bool, bool, bool]:
         else:
             out.append(re.escape(c))
         i += 1
-    body = "".join(out)
-    rx = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
-    return rx, neg, dir_only, anchored
+    source = ("^" if anchored else "^(?:.*/)?") + "".join(out) + "$"
+    kind, literal = "regex", ""
+    if not anchored and not any(ch in pattern for ch in "*?[\\"):
+        kind, literal = "name", pattern
+    elif not anchored and pattern.startswith("*") and not any(ch in pattern[1:] for ch in "*?[\\"):
+        kind, literal = "suffix", pattern[1:]
+    return source, neg, dir_only, kind, literal
+
+
+class _Rules:
+    """Rules that agree (all ignore, or all re-include), tried at once: basenames by set, `*.ext`
+    suffixes by `endswith`, the rest through one regex (compiled only when some rule needs it)."""
+
+    __slots__ = ("names", "suffixes", "rx")
+
+    def __init__(self, rules: Sequence[Tuple[str, bool, bool, str, str]]):
+        self.names = {r[4] for r in rules if r[3] == "name"}
+        self.suffixes = tuple(r[4] for r in rules if r[3] == "suffix")
+        rest = [r[0] for r in rules if r[3] == "regex"]
+        self.rx = _either(rest)
+
+    def match(self, rel: str) -> bool:
+        base = rel.rpartition("/")[2]
+        return base in self.names or (bool(self.suffixes) and base.endswith(self.suffixes)) or (
+            self.rx is not None and self.rx.match(rel) is not None)
+
+
+def _either(sources: Sequence[str]) -> Optional[re.Pattern]:
+    """One regex matching where any of `sources` does; a rule Python cannot compile (`[z-a]`)
+    matches nothing, as git ignores such a line."""
+    if not sources:
+        return None
+    try:
+        return re.compile("|".join(f"(?:{p})" for p in sources))
+    except re.error:
+        good = []
+        for p in sources:
+            try:
+                re.compile(p)
+            except re.error:
+                continue
+            good.append(p)
+        return _either(good) if len(good) < len(sources) else None
 
 
 class GitIgnore:
@@ -99,16 +141,15 @@ class GitIgnore:
             line = line.rstrip(" ")
             if line.startswith("\\"):
                 line = line[1:]
-            self.rules.append(_compile_gitignore(line))
-        # The last rule that matches decides. Runs of rules that agree (all ignore, or all re-include)
-        # are tried as one pattern each, last run first: for folders, and for files (no `dir/` rules).
-        self.runs: List[Tuple[Optional[re.Pattern], Optional[re.Pattern], bool]] = []
+            self.rules.append(_gitignore_rule(line))
+        # The last rule that matches decides. Runs of rules that agree are tried at once, last run
+        # first: all of a run's rules for folders, those without a trailing `/` for files.
+        self.runs: List[Tuple[_Rules, _Rules, bool]] = []
         start = 0
         for end in range(1, len(self.rules) + 1):
             if end == len(self.rules) or self.rules[end][1] != self.rules[start][1]:
                 run = self.rules[start:end]
-                self.runs.append((_either([r[0] for r in run]),
-                                  _either([r[0] for r in run if not r[2]]), not run[0][1]))
+                self.runs.append((_Rules(run), _Rules([r for r in run if not r[2]]), not run[0][1]))
                 start = end
         self.runs.reverse()
 
@@ -121,17 +162,9 @@ class GitIgnore:
             if rel.startswith(".."):
                 return None
         for for_dirs, for_files, ignore in self.runs:
-            rx = for_dirs if is_dir else for_files
-            if rx is not None and rx.match(rel):
+            if (for_dirs if is_dir else for_files).match(rel):
                 return ignore
         return None
-
-
-def _either(patterns: Sequence[re.Pattern]) -> Optional[re.Pattern]:
-    """One pattern that matches where any of `patterns` matches (None for none)."""
-    if not patterns:
-        return None
-    return re.compile("|".join(f"(?:{p.pattern})" for p in patterns))
 
 
 def _load_gitignore(folder: str) -> Optional[GitIgnore]:
