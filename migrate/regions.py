@@ -1,4 +1,4 @@
-"""Rewrite a big file through the few top-level statements its codemods need.
+"""Rewrite a big file through the few statements its codemods need.
 
 Some codemods act on one statement and read nothing else of the module but its top-level imports:
 a `--local_rank` argument (launch's A2A408) is the common case, in training scripts thousands of
@@ -8,8 +8,9 @@ parses with libcst a reduced module instead of the whole one (`reduce`):
 - the prologue: every line up to and including the first statement after the leading docstring
   and imports, with the first statement that opens an indented block (so libcst finds the same
   default indent, newline and import position as in the whole file);
-- every top-level statement holding an import;
-- every top-level statement whose text holds one of the codemods' tokens;
+- every top-level import, and every top-level `if`/`try`/`with` holding one (an import guard);
+- every other top-level statement whose text holds one of the codemods' tokens; of a function or
+  class of `_MIN_INNER` lines or more, only its header and the body statements that hold them;
 
 each with the blank and comment lines above it (its leading lines, where suppression comments
 sit). The changed lines are put back into the whole text (`splice`); a change that does not fall
