@@ -133,7 +133,7 @@ class GitIgnore:
     def __init__(self, folder: str, lines: Sequence[str]):
         self.folder = folder
         self.prefix = os.path.join(folder, "")
-        self.rules = []
+        rules = []
         for line in lines:
             line = line.rstrip("\n").rstrip("\r")
             if not line.strip() or line.startswith("#"):
@@ -141,14 +141,14 @@ class GitIgnore:
             line = line.rstrip(" ")
             if line.startswith("\\"):
                 line = line[1:]
-            self.rules.append(_gitignore_rule(line))
+            rules.append(_gitignore_rule(line))
         # The last rule that matches decides. Runs of rules that agree are tried at once, last run
         # first: all of a run's rules for folders, those without a trailing `/` for files.
         self.runs: List[Tuple[_Rules, _Rules, bool]] = []
         start = 0
-        for end in range(1, len(self.rules) + 1):
-            if end == len(self.rules) or self.rules[end][1] != self.rules[start][1]:
-                run = self.rules[start:end]
+        for end in range(1, len(rules) + 1):
+            if end == len(rules) or rules[end][1] != rules[start][1]:
+                run = rules[start:end]
                 self.runs.append((_Rules(run), _Rules([r for r in run if not r[2]]), not run[0][1]))
                 start = end
         self.runs.reverse()

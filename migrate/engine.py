@@ -234,19 +234,21 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
     if not codemods:
         return Result(text, text)
-    ctx = FileContext(path, module_name, options, facts, select)
-    in_regions = _rewrite_in_regions(text, data, codemods, ctx, check_stable) if prefilter_enabled else None
+    def new_context() -> FileContext:
+        return FileContext(path, module_name, options, facts, select)
+
+    in_regions = _rewrite_in_regions(text, data, codemods, new_context, check_stable) if prefilter_enabled else None
     reduced_code: Optional[str] = None  # when the rewrite was made in regions: the code of new_module
     error: Optional[str] = None
     if in_regions is not None:
-        current, findings, new_module, reduced_code = in_regions
+        current, findings, new_module, reduced_code, ctx = in_regions
     else:
         try:
             module = _parse(text)
         except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
             _guard(e)
             return Result(text, text, error=_parse_error(e))
-        ctx = FileContext(path, module_name, options, facts, select)
+        ctx = new_context()
         current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
         return Result(text, text, findings=findings, error=error)
@@ -281,9 +283,12 @@ def _stable(current: str, module: cst.Module, path: str, module_name: str, optio
                 if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
-    ctx = FileContext(path, module_name, options, facts, select)
+
+    def new_context() -> FileContext:
+        return FileContext(path, module_name, options, facts, select)
+
     if reduced_code is not None:
-        again = _rewrite_in_regions(current, data, codemods, ctx, False, reuse=(module, reduced_code))
+        again = _rewrite_in_regions(current, data, codemods, new_context, False, reuse=(module, reduced_code))
         if again is not None:
             return again[0] == current
         try:
@@ -291,17 +296,17 @@ def _stable(current: str, module: cst.Module, path: str, module_name: str, optio
         except BaseException as e:  # noqa: B036 - a rewrite the second one cannot even read is refused
             _guard(e)
             return False
-        ctx = FileContext(path, module_name, options, facts, select)
-    text, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
+    text, _, _, error = _apply_codemods(current, module, codemods, new_context(), track_lines=False)
     return error is not None or text == current
 
 
-def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileContext, track_lines: bool,
-                        reuse: Optional[Tuple[cst.Module, str]] = None
-                        ) -> Optional[Tuple[str, List[Finding], cst.Module, str]]:
-    """(new text, findings, new reduced tree, its code) of `codemods` run on the reduced module of
-    `text` (see `migrate.regions`), or None when the whole module must be parsed: a codemod needs all
-    of it, the file is small, a codemod failed, or a change could not be placed in the whole text.
+def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], new_context: Callable[[], FileContext],
+                        track_lines: bool, reuse: Optional[Tuple[cst.Module, str]] = None
+                        ) -> Optional[Tuple[str, List[Finding], cst.Module, str, FileContext]]:
+    """(new text, findings, new reduced tree, its code, the context the codemods filled) of `codemods`
+    run on the reduced module of `text` (see `migrate.regions`), or None when the whole module must be
+    parsed: a codemod needs all of it, the file is small, a codemod failed, or a change could not be
+    placed in the whole text. `new_context` makes the codemods' context, only once they will run.
     `reuse`: a tree and its code, taken instead of a parse when the reduced module has that code."""
     tokens = [getattr(cm, "REGION_TOKENS", ()) for cm in codemods]
     if not all(tokens) or any(b in data for cm in codemods for b in getattr(cm, "REGION_BLOCKERS", ())):
@@ -320,6 +325,7 @@ def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileCo
         except BaseException as e:  # noqa: B036 - the whole-module path reports it
             _guard(e)
             return None
+    ctx = new_context()
     new, new_module, findings, error = _apply_codemods(reduced.text, module, codemods, ctx, track_lines=track_lines)
     if error is not None:
         return None
@@ -328,7 +334,7 @@ def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], ctx: FileCo
         return None
     for f in findings:
         f.line = reduced.whole_line(f.line)
-    return whole, findings, new_module, new
+    return whole, findings, new_module, new, ctx
 
 
 # -- whole runs --------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def reduce(text: str, tokens: Iterable[str]) -> Optional[Reduced]:
         if last <= prologue or any(isinstance(n, (ast.Import, ast.ImportFrom)) or _holds_import(n) for n in nodes):
             _add(keep, end + 1, last)  # the blank and comment lines above belong to the statement
         elif _holds(lines, first, last, tokens):
-            inner = _inner_pieces(nodes, lines, tokens) if len(nodes) == 1 else None
+            inner = _inner_pieces(nodes[0], first, last, lines, tokens) if len(nodes) == 1 else None
             if inner is None:
                 _add(keep, end + 1, last)
             else:
@@ -123,17 +123,14 @@ def _add(keep: List[Tuple[int, int]], first: int, last: int) -> None:
         keep.append((first, last))
 
 
-def _inner_pieces(nodes: Sequence[ast.stmt], lines: List[str], tokens: Sequence[str]
+def _inner_pieces(node: ast.stmt, first: int, last: int, lines: List[str], tokens: Sequence[str]
                   ) -> Optional[List[Tuple[int, int]]]:
-    """For a long function or class whose body holds the tokens: its header (from the first
-    decorator through the line before its body's leading comments), then each body statement that
-    holds a token, with its leading lines. None: keep the statement whole (short, a body on the
-    header's line, or the tokens in the header itself)."""
-    node = nodes[0]
+    """For a long function or class (lines first..last, decorators included) whose body holds the
+    tokens: its header (from the first decorator through the line before its body's leading
+    comments), then each body statement that holds a token, with its leading lines. None: keep the
+    statement whole (short, a body on the header's line, or the tokens in the header itself)."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return None
-    last = (node.end_lineno or node.lineno) - 1
-    first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     if last - first < _MIN_INNER:
         return None
     body = _statement_spans(node.body)
