@@ -153,6 +153,8 @@ class FilePool:
                     pairs = list(follow(results[i]))
                     if weight is not None:
                         pairs.sort(key=lambda kv: -weight(kv[1]))  # type: ignore[misc]
+                    for key, item in pairs:  # named before any is submitted: a submit that finds the
+                        queued[key] = (item, None)  # pool broken leaves the rest to the recovery below
                     for key, item in pairs:
                         queued[key] = (item, executor.submit(follow_fn, item))
                     if nxt < len(items):

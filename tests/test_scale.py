@@ -96,6 +96,37 @@ def test_pipeline_survives_a_worker_that_dies_in_a_follow_up():
     assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
 
 
+def test_pipeline_keeps_follow_ups_of_a_result_whose_submit_finds_the_pool_broken():
+    """The pool can break between a first-stage result coming back and its follow-ups being
+    submitted (the CI run that lost key 10 here): those follow-ups still run, after the restart."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from migrate.pool import FilePool
+
+    class BreaksOnFollowUpOf5(FilePool):
+        def _start(self, n):
+            executor = super()._start(n)
+            if getattr(executor, "_broke_once", False) or getattr(self, "_wrapped", False):
+                return executor
+            self._wrapped = True
+            submit = executor.submit
+
+            def breaking_submit(fn, item):
+                if fn is _follow_crashes_on_2 and item == 5:
+                    executor._broke_once = True
+                    raise BrokenProcessPool("a worker died")
+                return submit(fn, item)
+            executor.submit = breaking_submit
+            return executor
+
+    with BreaksOnFollowUpOf5(2) as pool:
+        results, followed = pool.pipeline(_crash_on_7, list(range(10)), lambda i: ("crashed", i),
+                                          lambda r: [(r, r // 2)] if isinstance(r, int) else [],
+                                          _follow_crashes_on_2, lambda i: ("crashed", i))
+    assert results == [0, 2, 4, 6, 8, 10, 12, ("crashed", 7), 16, 18]
+    assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
+
+
 def _crash_on_7(i):
     if i == 7:
         os._exit(3)
