@@ -3,8 +3,10 @@
 Small batches (pre-commit passes a handful of files per process) run in-process: starting workers
 would cost more than the work. Workers are forked where the platform allows it, so they start with
 libcst and the codemods already imported. A worker that dies (a crash in native code, the OOM
-killer) does not hang or lose the run: the pool is restarted on the rest, and a file that brings a
-fresh pool down again is reported through `on_crash` instead of retried forever.
+killer) does not hang or lose the run: results the other workers finished are kept and the pool is
+restarted on the rest. When a fresh pool dies too, the rest run one at a time until the file that
+kills its worker is found; that file is reported through `on_crash` (a death with several files in
+flight cannot be pinned on one) and what follows goes back to the pool.
 """
 from __future__ import annotations
 
@@ -95,32 +97,64 @@ class FilePool:
             for item in items:
                 yield fn(item)
             return
-        start = 0
-        last_failed: Optional[int] = None
-        while start < len(items):
-            rest = items[start:]
-            order = range(len(rest)) if weight is None else sorted(
-                range(len(rest)), key=lambda i: -weight(rest[i]))  # type: ignore[misc]
-            executor = self._start(len(rest))
-            futures: list = [None] * len(rest)
-            for i in order:
-                futures[i] = executor.submit(fn, rest[i])
-            broke_at: Optional[int] = None
-            for k, fut in enumerate(futures):
-                try:
-                    value = fut.result()
-                except BrokenProcessPool:
-                    broke_at = start + k
-                    break
-                yield value
-            if broke_at is None:
-                return
-            self._discard()
-            if last_failed == broke_at:  # a fresh pool died on this very file again: it is the culprit
-                yield on_crash(items[broke_at])
-                start, last_failed = broke_at + 1, None
+        done: Dict[int, Any] = {}
+        todo = list(range(len(items)))
+        out = 0
+        breaks = 0  # pools that died in a row: the first may be chance (the OOM killer), not a file
+        while todo:
+            if breaks == 2:  # a fresh pool died too: find the item that brings it down
+                done.update(self._isolate(fn, items, todo, on_crash))
+                breaks = 0
             else:
-                start, last_failed = broke_at, broke_at
+                order = todo if weight is None else sorted(todo, key=lambda i: -weight(items[i]))  # type: ignore[misc]
+                futures = self._submit(fn, items, order)
+                broke = len(futures) < len(order)
+                for i in sorted(futures):  # input order; the other workers' results outlive a death
+                    try:
+                        done[i] = futures[i].result()
+                    except BrokenProcessPool:
+                        broke = True
+                    while out in done:
+                        yield done.pop(out)
+                        out += 1
+                if broke:
+                    self._discard()
+                breaks = breaks + 1 if broke else 0
+                todo = order  # submission order: the heavy first
+            todo = [i for i in todo if i >= out and i not in done]
+            while out in done:
+                yield done.pop(out)
+                out += 1
+
+    def _submit(self, fn: Callable[[T], R], items: Sequence[T], order: List[int]) -> Dict[int, Any]:
+        """Futures for `order`, submitted in that order; those a worker's death stopped from being
+        submitted are missing."""
+        executor = self._start(len(order))
+        futures: Dict[int, Any] = {}
+        try:
+            for i in order:
+                futures[i] = executor.submit(fn, items[i])
+        except BrokenProcessPool:
+            pass
+        return futures
+
+    def _isolate(self, fn: Callable[[T], R], items: Sequence[T], todo: List[int],
+                 on_crash: Callable[[T], R]) -> Dict[int, R]:
+        """Run `todo` one at a time on a worker of its own until one of them kills it: that one is
+        reported through `on_crash` (with several in flight a death cannot be pinned on one). What
+        follows it goes back to the pool."""
+        finished: Dict[int, R] = {}
+        executor = ProcessPoolExecutor(max_workers=1, mp_context=_context(), initializer=self.initializer)
+        try:
+            for i in todo:
+                try:
+                    finished[i] = executor.submit(fn, items[i]).result()
+                except BrokenProcessPool:
+                    finished[i] = on_crash(items[i])
+                    break
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+        return finished
 
     def pipeline(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],
                  follow: Callable[[R], Sequence[Tuple[Any, Any]]], follow_fn: Callable[[Any], Any],
@@ -178,8 +212,9 @@ class FilePool:
                 followed[key] = fut.result()
             else:
                 lost.append((key, item))
+        # parallel=True even for one item: after a death, work must never run in this process
         for (key, _), value in zip(lost, self.map(follow_fn, [item for _, item in lost], follow_crash,
-                                                   weight=weight)):
+                                                   weight=weight, parallel=True)):
             followed[key] = value
         return results, followed
 

@@ -127,6 +127,39 @@ def test_pipeline_keeps_follow_ups_of_a_result_whose_submit_finds_the_pool_broke
     assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
 
 
+def _double(i):
+    return i * 2
+
+
+def test_a_follow_up_that_kills_its_worker_after_every_first_stage_result_is_back_runs_out_of_process():
+    """Nothing of the first stage is left to restart the pool with: the follow-ups still in doubt
+    must go to fresh workers, never run in this process (where the crash would end the run)."""
+    from migrate.pool import FilePool
+    with FilePool(2) as pool:
+        results, followed = pool.pipeline(_double, [1, 2, 3], lambda i: ("crashed", i),
+                                          lambda r: [(r, r // 2)], _follow_crashes_on_2, lambda i: ("crashed", i))
+    assert results == [2, 4, 6]
+    assert followed == {2: 10, 4: ("crashed", 2), 6: 30}
+
+
+def _slow_unless_crashing_on_5(i):
+    if i == 5:
+        os._exit(3)
+    import time
+    time.sleep(0.3)
+    return i
+
+
+def test_a_crash_is_pinned_on_the_file_that_kills_the_worker_not_the_first_one_unfinished():
+    """The heaviest file goes first and kills its worker at once while lighter files are still being
+    worked on: the report names the heavy one, and every other file keeps its result."""
+    from migrate.pool import FilePool
+    with FilePool(2) as pool:
+        out = list(pool.map(_slow_unless_crashing_on_5, list(range(6)), lambda i: ("crashed", i),
+                            weight=lambda i: 100 if i == 5 else 1, parallel=True))
+    assert out == [0, 1, 2, 3, 4, ("crashed", 5)]
+
+
 def _crash_on_7(i):
     if i == 7:
         os._exit(3)
