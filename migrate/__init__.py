@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 from typing import Optional, Sequence
 
-from codemods.base import Finding, Options, RepoFacts
+from codemods.records import Finding, Options, RepoFacts
 
 
 def rewrite_source(text: str, *, path: str = "<string>", dtype: str = "float16", min_torch=(2, 4),

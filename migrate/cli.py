@@ -8,11 +8,11 @@ from typing import List, Optional, Sequence
 
 import click
 
-from codemods.base import Options
+from codemods.records import Options
 
 from . import __version__
-from .engine import RunConfig, Selection, run
 from .output import emit_run
+from .settings import RunConfig, Selection
 
 PROGRESS_PROBE = 10 ** 9  # "would a long run get a bar here?" (stderr is a terminal, not --quiet)
 DTYPES = click.Choice(["float16", "bfloat16", "fp16", "bf16"])
@@ -128,8 +128,16 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
         if wants_progress(PROGRESS_PROBE, quiet):
             from .discovery import discover
             n_files = sum(1 for _ in discover(existing, config.excludes))
-        with progress(n_files, wants_progress(n_files, quiet)) as on_result:
-            result = run(existing, config, on_result=on_result) if on_result else run(existing, config)
+        from . import scout
+        # the scout walks and screens the tree on another core while this process imports libcst
+        started = scout.start(existing, config.excludes, config.jobs, config.cache_dir is not None, config.prefilter)
+        try:
+            from .engine import run
+            with progress(n_files, wants_progress(n_files, quiet)) as on_result:
+                result = run(existing, config, on_result=on_result, scout=started)
+        finally:
+            if started is not None:
+                started.close()
     code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
                     verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
     if missing:

@@ -22,22 +22,7 @@ from codemods.suppression import Suppressions, physical_lines
 
 from . import cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_python, decode_text, read_bytes, write_atomic
-
-
-class Selection:
-    """`--select/--ignore` in ruff's style: codes are matched by prefix; ignore wins on ties in length."""
-
-    def __init__(self, select: Sequence[str] = (), ignore: Sequence[str] = ()):
-        self.select = [s.strip().upper() for s in select if s.strip()]
-        self.ignore = [s.strip().upper() for s in ignore if s.strip()]
-
-    def __call__(self, code: str) -> bool:
-        sel = max((len(s) for s in self.select if code.startswith(s) or s == "ALL"), default=-1) \
-            if self.select else 0
-        ign = max((len(s) for s in self.ignore if code.startswith(s) or s == "ALL"), default=-1)
-        if sel < 0:
-            return False
-        return ign < sel or (ign < 0)
+from .settings import RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
 
 
 @dataclass
@@ -341,23 +326,6 @@ def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], new_context
 
 
 @dataclass
-class RunConfig:
-    options: Options = field(default_factory=Options)
-    select: Selection = field(default_factory=Selection)
-    excludes: Sequence[str] = ()
-    write: bool = False
-    jobs: int = 1
-    per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
-    prefilter: bool = True  # False: every selected codemod sees every file (for exactness tests)
-    cache_dir: Optional[str] = None  # a folder for migrate.cache (None: no cache; the CLI sets one)
-
-    def settings_key(self) -> str:
-        """What, besides a file and the tool, decides a file's result (names the cache bucket)."""
-        return repr((self.options, self.select.select, self.select.ignore,
-                     sorted((k, list(v)) for k, v in self.per_file_ignores.items()), self.prefilter))
-
-
-@dataclass
 class FileResult:
     path: str
     kind: str
@@ -591,7 +559,7 @@ def _process_crashed(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) ->
 
 
 def run(paths: Sequence[str], config: RunConfig,
-        on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
+        on_result: Optional[Callable[[FileResult], None]] = None, scout: Any = None) -> RunResult:
     """Process every file under `paths`; results come back (and stream to `on_result`) in path order.
 
     Every file is read and screened by the prefilter in this process; only the files that need
@@ -599,9 +567,12 @@ def run(paths: Sequence[str], config: RunConfig,
     in-process otherwise. Pass 1 rewrites the files a fact-publishing codemod wants and gathers
     their facts; pass 2 rewrites the other files, and again those of pass 1 that name a fact
     another file published. Each file is parsed once unless it is rewritten again in pass 2.
+
+    `scout`: a `migrate.scout.Scout` started for these paths; its walk and screen are taken when it
+    made them for this run's settings and no cache answers (it is closed either way).
     """
     with _quiet_gc():
-        return _run(paths, config, on_result)
+        return _run(paths, config, on_result, scout)
 
 
 @contextmanager
@@ -620,17 +591,27 @@ def _quiet_gc() -> Iterator[None]:
 
 
 def _run(paths: Sequence[str], config: RunConfig,
-         on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
+         on_result: Optional[Callable[[FileResult], None]] = None, scout: Any = None) -> RunResult:
     from .pool import FilePool
     discovery.forget_packages()  # __init__.py files may have come or gone since the last run
     cache = _open_cache(config)
+    cold = cache is None or not cache.entries
+    scouted = None
+    if scout is not None:
+        scouted = scout.collect(paths, config.excludes, cache is not None) if cold and config.prefilter else None
+        scout.close()
     with FilePool(config.jobs, initializer=_warm_worker) as pool:
-        files = _discover(paths, config, pool, cold=cache is None or not cache.entries)
+        if scouted is not None:
+            files = scouted.files
+            if len(files) >= MIN_POOL_SCREEN and (scouted.kept or scouted.reached < len(files)):
+                pool.start_early()
+        else:
+            files = _discover(paths, config, pool, cold=cold)
         keys: List[Any] = [None] * len(files)
         kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
         result = RunResult(scanned=len(files))
         early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]] = {}  # pass 1 done while screening
-        screened = _screen_all(files, config, cache, keys, kept, pool, early)
+        screened = _screen_all(files, config, cache, keys, kept, pool, early, scouted)
         facts = RepoFacts()
         published: Dict[int, RepoFacts] = {}
         ready: Dict[int, FileResult] = {}  # results made before pass 2's pool (written, if asked, below)
@@ -746,25 +727,39 @@ MIN_POOL_SCREEN = 256  # fewer files to screen than this are screened in this pr
 
 
 def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache: Any, keys: List[Any],
-                kept: _KeptBytes, pool: Any, early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]]
-                ) -> List[Tuple[int, Optional[FileResult]]]:
+                kept: _KeptBytes, pool: Any, early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
+                scouted: Any = None) -> List[Tuple[int, Optional[FileResult]]]:
     """Each file's screen, in order. Files the cache does not answer are screened in the pool when
     they are many (a big tree with few candidates spends its time here), in this process otherwise.
     In the pool, the pass-1 rewrite of each candidate starts as soon as its chunk is screened, while
-    the other chunks still are; those results land in `early` (by file position)."""
+    the other chunks still are; those results land in `early` (by file position). `scouted`: the
+    screen `migrate.scout` made of the first files; only the files it kept are screened again."""
     screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
+    check: Sequence[int] = range(len(files))
+    if scouted is not None:
+        for i in scouted.skipped:
+            screened[i] = (_SKIP, None)
+            if cache is not None and i in scouted.digests:
+                keys[i] = _cache_key(files[i], scouted.digests[i])
+                cache.put(keys[i], "screen", screened[i])
+        for i, message in scouted.errors.items():
+            screened[i] = (_SKIP, FileResult(files[i].path, files[i].kind, error=message))
+        check = scouted.kept + list(range(scouted.reached, len(files)))
     if cache is None:
-        todo = list(range(len(files)))
+        todo = list(check)
         data_of: Dict[int, bytes] = {}
     else:
         todo, data_of = [], {}
-        for i, d in enumerate(files):
+        for i in check:
+            d = files[i]
             hit = _screen_from_cache(d, cache, keys, i, data_of)
             if hit is None:
                 todo.append(i)
             else:
                 screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
-    if len(todo) >= MIN_POOL_SCREEN and pool.parallel_for(len(todo)):
+    # after the scout, the few files it kept go to workers already started for the big tree: their
+    # screens (a stdlib parse here and there) then run beside the first rewrites
+    if (len(todo) >= MIN_POOL_SCREEN or scouted is not None and pool.started) and pool.parallel_for(len(todo)):
         # biggest files first, in chunks that start small: a big candidate's rewrite then starts as
         # soon as the few biggest files are screened, not after a whole chunk of big files
         todo = sorted(todo, key=lambda i: -_file_weight((files[i],)))
@@ -822,10 +817,15 @@ def _screen_from_cache(d: discovery.Discovered, cache: Any, keys: List[Any], i: 
     except SourceError as e:
         return _SKIP, FileResult(d.path, d.kind, error=str(e))
     from .cache import digest
-    module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
-    keys[i] = key = (f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest(data))
+    keys[i] = key = _cache_key(d, digest(data))
     data_of[i] = data
     return cache.get(key, "screen")
+
+
+def _cache_key(d: discovery.Discovered, digest: bytes) -> Tuple[str, str, bytes]:
+    """The cache key of a file with bytes of this digest: where it is, its module, its bytes."""
+    module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
+    return f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest
 
 
 def _kept_screen(screened: Tuple[int, Optional[FileResult]], d: discovery.Discovered, i: int,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
-from codemods.base import FIX, INFO, RULES, SEVERITIES, WARNING, Finding, Rule
+from codemods.records import FIX, INFO, RULES, SEVERITIES, WARNING, Finding, Rule
 
 from . import __version__
-from .engine import FileResult, RunResult
+if TYPE_CHECKING:
+    from .engine import FileResult, RunResult
 
 JSON_VERSION = 1
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

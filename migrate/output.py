@@ -8,13 +8,14 @@ from __future__ import annotations
 import contextlib
 import difflib
 import sys
-from typing import Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
 
 import click
 
-from codemods.base import FIX, INFO, WARNING
+from codemods.records import FIX, INFO, WARNING
 
-from .engine import FileResult, RunResult
+if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a run) must not wait for
+    from .engine import FileResult, RunResult
 from .formats import display_path
 
 PROGRESS_MIN_FILES = 50

@@ -60,6 +60,11 @@ class FilePool:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
+    @property
+    def started(self) -> bool:
+        """Whether the workers run (or are starting): work sent now does not pay for their start."""
+        return self._executor is not None
+
     def parallel_for(self, n: int, total_weight: float = 0.0) -> bool:
         """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers: any
         once the workers run (an earlier map or `start_early` started them, and they are ready for

@@ -1,0 +1,177 @@
+"""Walk and screen a tree in a child process while this one imports libcst.
+
+A cold `check` of a big tree spends its first quarter second importing libcst, on one core. The
+scout is forked before that import (the command line builds the run's settings without libcst,
+`migrate.settings`) and uses the idle core meanwhile: it walks the paths, reads every file, reports
+the ones it cannot read or decode, and drops each Python file that holds none of the codemods'
+PREFILTER tokens (`SCREEN_TOKENS`: no codemod can want such a file, whatever the selection). The
+engine takes the walk from it and screens only the files it kept (`Scouted.kept`).
+
+The scout is a shortcut, never a second opinion: the engine uses its answer only when it was made
+for the same paths, excludes and cache setting, and does the whole job itself when the scout is not
+there, failed, or did not finish before `collect` (the files it did not reach are screened as usual).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import discovery
+from .fileio import SourceError, decode_python, decode_text, read_bytes
+
+# Every token of every codemod's PREFILTER (tests/test_scout.py checks it against the registry). A
+# Python file without one of them is skipped by `prefilter.candidate` under any selection.
+SCREEN_TOKENS = (
+    b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp", b"apex", b"scaler", b"scale_loss",
+    b"master_params", b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half", b"spawn", b"local_rank",
+    b"local-rank", b"start_processes", b"autocast", b"GradScaler", b".half()", b"float16",
+)
+_STOP_EVERY = 32  # files screened between two looks for the stop signal
+
+
+@dataclass
+class Scouted:
+    """What the scout found: the run's files and, by position, the screen of those it reached."""
+
+    files: List[discovery.Discovered]
+    errors: Dict[int, str] = field(default_factory=dict)  # a read or decode error's message
+    skipped: List[int] = field(default_factory=list)  # Python files without a screen token
+    kept: List[int] = field(default_factory=list)  # files that need the engine's screen
+    digests: Dict[int, bytes] = field(default_factory=dict)  # cache.digest of the bytes screened, with a cache
+
+    @property
+    def reached(self) -> int:
+        """How many files (from the first) the scout screened."""
+        return len(self.errors) + len(self.skipped) + len(self.kept)
+
+
+def screen(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
+    """("error", message), ("skip", None) or ("keep", None) for one file's bytes."""
+    try:
+        if d.kind == discovery.PYTHON:
+            decode_python(d.path, data)
+        else:
+            decode_text(d.path, data)
+    except SourceError as e:
+        return "error", str(e)
+    if d.kind != discovery.PYTHON:
+        return "keep", None
+    for token in SCREEN_TOKENS:
+        if token in data:
+            return "keep", None
+    return "skip", None
+
+
+class Scout:
+    """A forked child that walks `paths` and screens the files it finds (see the module docstring)."""
+
+    def __init__(self, paths: Sequence[str], excludes: Sequence[str], with_digests: bool):
+        self.key = (list(paths), list(excludes), with_digests)
+        self._pid = 0
+        result_r, result_w = os.pipe()
+        stop_r, stop_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(result_r)
+            os.close(stop_w)
+            _child(paths, excludes, with_digests, result_w, stop_r)
+        os.close(result_w)
+        os.close(stop_r)
+        self._pid, self._result, self._stop = pid, result_r, stop_w
+
+    def collect(self, paths: Sequence[str], excludes: Sequence[str], with_digests: bool,
+                stop: bool = True) -> Optional[Scouted]:
+        """The scout's findings, if they were made for these settings; None otherwise or on any
+        failure. With `stop`, tells the scout to stop screening first (what it has not reached the
+        engine screens); else waits for it to finish."""
+        if not self._pid:
+            return None
+        try:
+            if stop:
+                try:
+                    os.write(self._stop, b"x")
+                except OSError:  # the scout is done and gone
+                    pass
+            chunks = []
+            while True:
+                chunk = os.read(self._result, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            found = pickle.loads(b"".join(chunks)) if chunks else None
+        except Exception:  # noqa: BLE001 - a failed shortcut: the engine walks and screens itself
+            found = None
+        finally:
+            self.close()
+        if not isinstance(found, Scouted) or self.key != (list(paths), list(excludes), with_digests):
+            return None
+        return found
+
+    def close(self) -> None:
+        """End the scout, whatever it is doing (its answer is not wanted, or was read), and reap it."""
+        if not self._pid:
+            return
+        pid, self._pid = self._pid, 0
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for fd in (self._result, self._stop):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _child(paths: Sequence[str], excludes: Sequence[str], with_digests: bool, out: int, stop: int) -> None:
+    """The scout's whole life: walk, screen until told to stop, send the findings, exit."""
+    status = 0
+    try:
+        found = Scouted(list(discovery.discover(paths, excludes)))
+        digest = None
+        if with_digests:
+            from .cache import digest
+        for i, d in enumerate(found.files):
+            if i % _STOP_EVERY == 0 and select.select([stop], [], [], 0)[0]:
+                break
+            try:
+                data = read_bytes(d.path)
+            except SourceError as e:
+                found.errors[i] = str(e)
+                continue
+            verdict, message = screen(d, data)
+            if verdict == "error":
+                found.errors[i] = message or ""
+            else:
+                (found.skipped if verdict == "skip" else found.kept).append(i)
+                if digest is not None:
+                    found.digests[i] = digest(data)
+        payload = memoryview(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
+        while payload:
+            payload = payload[os.write(out, payload):]
+    except BaseException:  # noqa: BLE001 - the parent sees no answer and does the work itself
+        status = 1
+    finally:
+        os._exit(status)
+
+
+def start(paths: Sequence[str], excludes: Sequence[str], jobs: int, with_digests: bool,
+          prefilter: bool = True) -> Optional[Scout]:
+    """A scout for a run over `paths`, or None where it cannot pay: one job, no fork, the prefilter
+    off, or only files named (pre-commit's handful of staged files: nothing to walk)."""
+    if jobs < 2 or not prefilter or not hasattr(os, "fork"):
+        return None
+    if not any(os.path.isdir(p) for p in paths):
+        return None
+    try:
+        return Scout(paths, excludes, with_digests)
+    except OSError:  # no fork or no pipe left: the engine does it all
+        return None

@@ -1,0 +1,165 @@
+"""The scout (migrate/scout.py): a child forked before libcst is imported walks and screens the
+tree; the run it feeds gives the same results as a run without it, whatever it managed to do."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from migrate import scout
+from migrate.engine import RunConfig, run
+
+import treegen
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the scout needs fork")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BAD = {
+    "bad/undecodable.py": b"from apex import amp\nx = '\xff\xfe'\n",
+    "bad/binary.py": b"\x7fELF\x02\x01\x01\x00\x00\x00apex",
+    "bad/plain_binary.py": b"\x7fELF\x02\x01\x01\x00\x00\x00",
+    "bad/badcookie.py": b"# -*- coding: no-such-codec -*-\nx = 1\n",
+    "bad/syntax.py": b"from apex import amp\ndef f(:\n    pass\n",
+    "launch/run.sh": b"python -m torch.distributed.launch --nproc_per_node=2 train.py\n",
+    # only hazards' tokens: a file the scout must keep though it names no apex
+    "hazard/half.py": b'import torch\n\n\ndef step(model, x):\n    with torch.autocast("cuda"):\n'
+                      b'        return model(x.to(torch.float16))\n',
+}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scouted")
+    treegen.generate(str(root), files=300, legacy_ratio=0.05, seed=11)
+    for name, data in BAD.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    os.symlink(root / "missing.py", root / "dangling.py")
+    return str(root)
+
+
+def _summary(result):
+    return [(f.path, f.kind, f.new_text, f.error, [(x.code, x.line, x.new_line, x.message) for x in f.findings])
+            for f in result.files]
+
+
+def test_screen_tokens_are_every_codemods_prefilter_tokens():
+    """A token missing here would let the scout drop a file a codemod wants."""
+    from codemods.registry import CODEMODS
+    assert set(scout.SCREEN_TOKENS) == {t for cm in CODEMODS for t in cm.PREFILTER}
+
+
+def test_the_command_line_builds_its_settings_without_libcst():
+    """The scout is forked before the libcst import, or it would have nothing to overlap."""
+    code = ("import sys, migrate.cli, migrate.scout, migrate.settings, migrate.config, migrate.cache\n"
+            "assert 'libcst' not in sys.modules, sorted(m for m in sys.modules if 'libcst' in m)[:3]\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+class _Finished:
+    """A scout the run waits for (a run collects at once, which may stop it before it starts)."""
+
+    def __init__(self, started):
+        self.started, self.found = started, None
+
+    def collect(self, *args):
+        self.found = self.started.collect(*args, stop=False)
+        return self.found
+
+    def close(self):
+        self.started.close()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_run_fed_by_the_scout_gives_the_same_results(tree, tmp_path, cached, finished):
+    alone = run([tree], RunConfig(jobs=2))
+    config = RunConfig(jobs=2, cache_dir=str(tmp_path / "cache") if cached else None)
+    started = scout.start([tree], config.excludes, config.jobs, cached)
+    assert started is not None
+    if finished:
+        started = _Finished(started)
+    scouted = run([tree], config, scout=started)
+    if finished:
+        assert started.found.reached == len(started.found.files) == len(alone.files)
+    assert _summary(scouted) == _summary(alone)
+    if cached:  # the scout's screens went into the cache: a warm run answers the same
+        warm = run([tree], RunConfig(jobs=2, cache_dir=str(tmp_path / "cache")))
+        assert _summary(warm) == _summary(alone)
+
+
+def test_what_the_scout_found(tree):
+    started = scout.start([tree], [], 2, False)
+    found = started.collect([tree], [], False, stop=False)
+    from migrate.discovery import discover
+    assert found is not None and [d.path for d in found.files] == [d.path for d in discover([tree])]
+    names = {os.path.relpath(found.files[i].path, tree): message for i, message in found.errors.items()}
+    assert {"bad/undecodable.py", "bad/binary.py", "bad/plain_binary.py", "bad/badcookie.py",
+            "dangling.py"} <= set(names)
+    kept = {os.path.relpath(found.files[i].path, tree) for i in found.kept}
+    assert {"bad/syntax.py", "launch/run.sh", "hazard/half.py"} <= kept  # tokens, a file not Python
+    assert found.reached == len(found.files)
+
+
+def test_a_scout_made_for_other_settings_is_not_used(tree):
+    started = scout.start([tree], ["pkg1"], 2, False)
+    assert started.collect([tree], [], False) is None
+    started = scout.start([tree], [], 2, False)
+    assert started.collect([tree], [], True) is None  # a cached run needs the digests
+
+
+def test_a_scout_that_died_leaves_the_run_whole(tree):
+    alone = run([tree], RunConfig(jobs=2))
+    started = scout.start([tree], [], 2, False)
+    os.kill(started._pid, 9)
+    assert _summary(run([tree], RunConfig(jobs=2), scout=started)) == _summary(alone)
+
+
+@pytest.mark.parametrize("reached", [0, 1, 37, 150])
+def test_the_files_a_stopped_scout_did_not_reach_are_screened_by_the_run(tree, monkeypatch, reached):
+    """Told to stop (the run is ready before it is done), the scout answers for the first files only."""
+    alone = run([tree], RunConfig(jobs=2))
+    started = scout.start([tree], [], 2, False)
+    found = started.collect([tree], [], False, stop=False)
+
+    class Partial:
+        def collect(self, *args):
+            part = scout.Scouted(found.files)
+            part.errors = {i: m for i, m in found.errors.items() if i < reached}
+            part.skipped = [i for i in found.skipped if i < reached]
+            part.kept = [i for i in found.kept if i < reached]
+            assert part.reached == reached
+            return part
+
+        def close(self):
+            pass
+
+    assert _summary(run([tree], RunConfig(jobs=2), scout=Partial())) == _summary(alone)
+
+
+def test_a_scout_told_to_stop_at_once_still_answers_with_every_file(tree):
+    started = scout.Scout([tree], [], False)  # collected at once: it may have screened nothing yet
+    found = started.collect([tree], [], False)
+    assert found is not None and len(found.files) == len(run([tree], RunConfig(jobs=1)).files)
+    assert sorted(list(found.errors) + found.skipped + found.kept) == list(range(found.reached))
+
+
+def test_no_scout_where_it_cannot_pay(tree):
+    assert scout.start([tree], [], 1, False) is None  # one job: one process
+    assert scout.start([tree], [], 2, False, prefilter=False) is None
+    one = os.path.join(tree, "dangling.py")
+    assert scout.start([one], [], 2, False) is None  # files named one by one (pre-commit)
+
+
+def test_the_cli_run_with_a_scout_matches_one_job(tree):
+    """Through the command line (where the scout starts) as in one process (where it does not)."""
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "migrate", "check", "--no-cache", "--format", "json", *args,
+                               tree], capture_output=True, text=True, cwd=ROOT)
+    two, one = cli("-j", "2"), cli("-j", "1")
+    assert two.returncode == one.returncode == 2
+    assert two.stdout == one.stdout and two.stderr == one.stderr
