@@ -569,7 +569,8 @@ def run(paths: Sequence[str], config: RunConfig,
     another file published. Each file is parsed once unless it is rewritten again in pass 2.
 
     `scout`: a `migrate.scout.Scout` started for these paths; its walk and screen are taken when it
-    made them for this run's settings and no cache answers (it is closed either way).
+    made them for this run's settings (with a cache, it hashed the bytes: a re-run looks its files up
+    without reading them here); it is closed either way.
     """
     with _quiet_gc():
         return _run(paths, config, on_result, scout)
@@ -598,12 +599,12 @@ def _run(paths: Sequence[str], config: RunConfig,
     cold = cache is None or not cache.entries
     scouted = None
     if scout is not None:
-        scouted = scout.collect(paths, config.excludes, cache is not None) if cold and config.prefilter else None
+        scouted = scout.collect(paths, config.excludes, cache is not None) if config.prefilter else None
         scout.close()
     with FilePool(config.jobs, initializer=_warm_worker) as pool:
         if scouted is not None:
             files = scouted.files
-            if len(files) >= MIN_POOL_SCREEN and (scouted.kept or scouted.reached < len(files)):
+            if cold and len(files) >= MIN_POOL_SCREEN and (scouted.kept or scouted.reached < len(files)):
                 pool.start_early()
         else:
             files = _discover(paths, config, pool, cold=cold)
@@ -735,16 +736,27 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
     the other chunks still are; those results land in `early` (by file position). `scouted`: the
     screen `migrate.scout` made of the first files; only the files it kept are screened again."""
     screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
-    check: Sequence[int] = range(len(files))
+    check: List[int] = list(range(len(files)))
     if scouted is not None:
-        for i in scouted.skipped:
-            screened[i] = (_SKIP, None)
-            if cache is not None and i in scouted.digests:
-                keys[i] = _cache_key(files[i], scouted.digests[i])
-                cache.put(keys[i], "screen", screened[i])
+        check = []
+        skipped = set(scouted.skipped)
+        for i in sorted(skipped.union(scouted.kept)):
+            digest = scouted.digests.get(i) if cache is not None else None
+            if digest is not None:  # a re-run: the scout hashed the bytes, the cache may know them
+                keys[i] = _cache_key(files[i], digest)
+                hit = cache.get(keys[i], "screen")
+                if hit is not None:
+                    screened[i] = hit
+                    continue
+            if i in skipped:
+                screened[i] = (_SKIP, None)
+                if digest is not None:
+                    cache.put(keys[i], "screen", screened[i])
+            else:
+                check.append(i)
         for i, message in scouted.errors.items():
             screened[i] = (_SKIP, FileResult(files[i].path, files[i].kind, error=message))
-        check = scouted.kept + list(range(scouted.reached, len(files)))
+        check.extend(range(scouted.reached, len(files)))
     if cache is None:
         todo = list(check)
         data_of: Dict[int, bytes] = {}

@@ -87,9 +87,28 @@ def test_a_run_fed_by_the_scout_gives_the_same_results(tree, tmp_path, cached, f
     if finished:
         assert started.found.reached == len(started.found.files) == len(alone.files)
     assert _summary(scouted) == _summary(alone)
-    if cached:  # the scout's screens went into the cache: a warm run answers the same
+    if cached:  # the scout's screens went into the cache: a warm run answers the same, with or
+        # without a scout to hash the files for it
         warm = run([tree], RunConfig(jobs=2, cache_dir=str(tmp_path / "cache")))
         assert _summary(warm) == _summary(alone)
+        again = _Finished(scout.start([tree], [], 2, True))
+        warm = run([tree], RunConfig(jobs=2, cache_dir=str(tmp_path / "cache")), scout=again)
+        assert again.found is not None and _summary(warm) == _summary(alone)
+
+
+def test_a_re_run_fed_by_the_scout_sees_a_changed_file(tree, tmp_path):
+    """The scout's digests name the bytes it read: a file edited since the last run misses the cache."""
+    import shutil
+    copy = str(tmp_path / "tree")
+    shutil.copytree(tree, copy, symlinks=True)
+    cache = str(tmp_path / "cache")
+    run([copy], RunConfig(jobs=2, cache_dir=cache))
+    target = os.path.join(copy, "hazard", "half.py")
+    with open(target, "ab") as fh:
+        fh.write(b"\n\ndef more(model, x):\n    with torch.autocast('cuda'):\n        return x.half()\n")
+    fresh = run([copy], RunConfig(jobs=1))
+    warm = run([copy], RunConfig(jobs=2, cache_dir=cache), scout=_Finished(scout.start([copy], [], 2, True)))
+    assert _summary(warm) == _summary(fresh)
 
 
 def test_what_the_scout_found(tree):
