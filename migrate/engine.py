@@ -21,7 +21,7 @@ from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
 from . import cstparse, discovery, prefilter, regions
-from .fileio import Source, SourceError, decode_python, decode_text, read_bytes, write_atomic
+from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .settings import RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
 
 
@@ -496,13 +496,9 @@ def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tu
     Every file is read and decoded (so binary, undecodable and unreadable files are always
     reported), but nothing is parsed here and no text is kept.
     """
-    try:
-        if d.kind == discovery.PYTHON:
-            decode_python(d.path, data)
-        else:
-            decode_text(d.path, data)
-    except SourceError as e:
-        return _SKIP, FileResult(d.path, d.kind, error=str(e))
+    why = decode_error(d.path, data, d.kind == discovery.PYTHON)
+    if why is not None:
+        return _SKIP, FileResult(d.path, d.kind, error=why)
     if not config.prefilter:
         return (_PASS_ONE if d.kind == discovery.PYTHON else _REWRITE), None
     if d.kind != discovery.PYTHON:

@@ -69,6 +69,19 @@ def _first_two_lines(data: bytes) -> int:
     return len(data) if end < 0 else end + 1
 
 
+def decode_error(path: str, data: bytes, python: bool) -> Optional[str]:
+    """Why a file's bytes cannot be decoded (as Python source when `python`, else as text), or None.
+    Every screen asks it, so binary, undecodable and badly declared files are always reported."""
+    try:
+        if python:
+            decode_python(path, data)
+        else:
+            decode_text(path, data)
+    except SourceError as e:
+        return str(e)
+    return None
+
+
 def decode_python(path: str, data: bytes) -> Source:
     """Decode Python source bytes honouring BOM and PEP 263, without newline translation."""
     if b"\x00" in data:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import discovery
-from .fileio import SourceError, decode_python, decode_text, read_bytes
+from .fileio import SourceError, decode_error, read_bytes
 
 # Every token of every codemod's PREFILTER (tests/test_scout.py checks it against the registry). A
 # Python file without one of them is skipped by `prefilter.candidate` under any selection.
@@ -51,13 +51,9 @@ class Scouted:
 
 def screen(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
     """("error", message), ("skip", None) or ("keep", None) for one file's bytes."""
-    try:
-        if d.kind == discovery.PYTHON:
-            decode_python(d.path, data)
-        else:
-            decode_text(d.path, data)
-    except SourceError as e:
-        return "error", str(e)
+    why = decode_error(d.path, data, d.kind == discovery.PYTHON)
+    if why is not None:
+        return "error", why
     if d.kind != discovery.PYTHON:
         return "keep", None
     for token in SCREEN_TOKENS:
