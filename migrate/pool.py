@@ -48,6 +48,7 @@ class FilePool:
         self.min_items = min_items
         self.initializer = initializer  # run once in each worker as it starts (a module-level function)
         self._executor: Optional[ProcessPoolExecutor] = None
+        self._crashed = False  # a worker died in this run: nothing may run in this process any more
 
     def __enter__(self) -> "FilePool":
         return self
@@ -69,8 +70,8 @@ class FilePool:
         """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers: any
         once the workers run (an earlier map or `start_early` started them, and they are ready for
         the work, which this process may not be), else enough items to pay for starting them."""
-        return self.jobs > 1 and (n >= self.min_items or self._executor is not None and n >= 1 or (
-            n >= 2 and total_weight >= MIN_POOL_BYTES))
+        return self.jobs > 1 and (n >= self.min_items or (self._executor is not None or self._crashed) and n >= 1
+                                  or (n >= 2 and total_weight >= MIN_POOL_BYTES))
 
     def start_early(self) -> None:
         """Start the workers now, for a run that will use them: they fork and run `initializer` while
@@ -224,6 +225,9 @@ class FilePool:
         return results, followed
 
     def _discard(self) -> None:
+        """Drop a pool a worker's death broke; later work goes to fresh workers, never in-process
+        (the file that killed the worker may be handed to a later pass)."""
+        self._crashed = True
         if self._executor is not None:
             try:
                 self._executor.shutdown(wait=False, cancel_futures=True)

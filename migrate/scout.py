@@ -68,13 +68,23 @@ class Scout:
     def __init__(self, paths: Sequence[str], excludes: Sequence[str], with_digests: bool):
         self.key = (list(paths), list(excludes), with_digests)
         self._pid = 0
-        result_r, result_w = os.pipe()
-        stop_r, stop_w = os.pipe()
-        pid = os.fork()
+        fds: List[int] = []
+        try:
+            fds.extend(os.pipe())
+            fds.extend(os.pipe())
+            result_r, result_w, stop_r, stop_w = fds
+            pid = os.fork()
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
         if pid == 0:  # the child: never returns
-            os.close(result_r)
-            os.close(stop_w)
-            _child(paths, excludes, with_digests, result_w, stop_r)
+            try:
+                os.close(result_r)
+                os.close(stop_w)
+                _child(paths, excludes, with_digests, result_w, stop_r)
+            finally:
+                os._exit(1)
         os.close(result_w)
         os.close(stop_r)
         self._pid, self._result, self._stop = pid, result_r, stop_w
@@ -135,8 +145,10 @@ def _child(paths: Sequence[str], excludes: Sequence[str], with_digests: bool, ou
         digest = None
         if with_digests:
             from .cache import digest
+        told = select.poll()
+        told.register(stop, select.POLLIN)
         for i, d in enumerate(found.files):
-            if i % _STOP_EVERY == 0 and select.select([stop], [], [], 0)[0]:
+            if i % _STOP_EVERY == 0 and told.poll(0):
                 break
             try:
                 data = read_bytes(d.path)

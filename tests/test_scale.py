@@ -160,6 +160,20 @@ def test_a_crash_is_pinned_on_the_file_that_kills_the_worker_not_the_first_one_u
     assert out == [0, 1, 2, 3, 4, ("crashed", 5)]
 
 
+def _pid(i):
+    return os.getpid()
+
+
+def test_after_a_worker_died_even_a_small_batch_runs_in_workers():
+    """The file that killed a worker goes on to a later pass (a few files, normally run in-process):
+    after a death nothing may run in this process, where a crash would end the run."""
+    from migrate.pool import FilePool
+    with FilePool(2) as pool:
+        out = list(pool.map(_crash_on_7, list(range(8)), lambda i: ("crashed", i), parallel=True))
+        assert out[7] == ("crashed", 7)
+        assert os.getpid() not in pool.map(_pid, [7, 8], lambda i: None)
+
+
 def _crash_on_7(i):
     if i == 7:
         os._exit(3)
