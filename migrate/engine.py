@@ -10,6 +10,7 @@ import gc
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -219,9 +220,7 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
     if not codemods:
         return Result(text, text)
-    def new_context() -> FileContext:
-        return FileContext(path, module_name, options, facts, select)
-
+    new_context = partial(FileContext, path, module_name, options, facts, select)
     in_regions = _rewrite_in_regions(text, data, codemods, new_context, check_stable) if prefilter_enabled else None
     reduced_code: Optional[str] = None  # when the rewrite was made in regions: the code of new_module
     error: Optional[str] = None
@@ -268,10 +267,7 @@ def _stable(current: str, module: cst.Module, path: str, module_name: str, optio
                 if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
-
-    def new_context() -> FileContext:
-        return FileContext(path, module_name, options, facts, select)
-
+    new_context = partial(FileContext, path, module_name, options, facts, select)
     if reduced_code is not None:
         again = _rewrite_in_regions(current, data, codemods, new_context, False, reuse=(module, reduced_code))
         if again is not None:
@@ -558,8 +554,8 @@ def run(paths: Sequence[str], config: RunConfig,
         on_result: Optional[Callable[[FileResult], None]] = None, scout: Any = None) -> RunResult:
     """Process every file under `paths`; results come back (and stream to `on_result`) in path order.
 
-    Every file is read and screened by the prefilter in this process; only the files that need
-    libcst are parsed, in worker processes when there are enough of them (`config.jobs`),
+    Every file is read and screened from its bytes (by the scout, in the workers of a big run, or
+    in this process); only the files that need libcst are parsed, in worker processes when there are enough of them (`config.jobs`),
     in-process otherwise. Pass 1 rewrites the files a fact-publishing codemod wants and gathers
     their facts; pass 2 rewrites the other files, and again those of pass 1 that name a fact
     another file published. Each file is parsed once unless it is rewritten again in pass 2.

@@ -18,7 +18,7 @@ import pickle
 import select
 import signal
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import discovery
 from .fileio import SourceError, decode_error, read_bytes
@@ -68,6 +68,9 @@ class Scout:
     def __init__(self, paths: Sequence[str], excludes: Sequence[str], with_digests: bool):
         self.key = (list(paths), list(excludes), with_digests)
         self._pid = 0
+        digest = None
+        if with_digests:  # imported here: the child imports nothing (a fork may copy a held import lock)
+            from .cache import digest
         fds: List[int] = []
         try:
             fds.extend(os.pipe())
@@ -82,7 +85,7 @@ class Scout:
             try:
                 os.close(result_r)
                 os.close(stop_w)
-                _child(paths, excludes, with_digests, result_w, stop_r)
+                _child(paths, excludes, digest, result_w, stop_r)
             finally:
                 os._exit(1)
         os.close(result_w)
@@ -137,14 +140,13 @@ class Scout:
             pass
 
 
-def _child(paths: Sequence[str], excludes: Sequence[str], with_digests: bool, out: int, stop: int) -> None:
-    """The scout's whole life: walk, screen until told to stop, send the findings, exit."""
+def _child(paths: Sequence[str], excludes: Sequence[str], digest: Optional[Callable[[bytes], bytes]], out: int,
+           stop: int) -> None:
+    """The scout's whole life: walk, screen until told to stop (hashing with `digest`, when given),
+    send the findings, exit."""
     status = 0
     try:
         found = Scouted(list(discovery.discover(paths, excludes)))
-        digest = None
-        if with_digests:
-            from .cache import digest
         told = select.poll()
         told.register(stop, select.POLLIN)
         for i, d in enumerate(found.files):

@@ -86,14 +86,20 @@ def _follow_crashes_on_2(item):
     return item * 10
 
 
-def test_pipeline_survives_a_worker_that_dies_in_a_follow_up():
-    from migrate.pool import FilePool
-    with FilePool(2) as pool:
+def _check_crashing_pipeline(pool):
+    """Item 7 kills its worker in the first stage, the follow-up of item 2 in the second: both are
+    reported, every other result and follow-up comes back."""
+    with pool:
         results, followed = pool.pipeline(_crash_on_7, list(range(10)), lambda i: ("crashed", i),
                                           lambda r: [(r, r // 2)] if isinstance(r, int) else [],
                                           _follow_crashes_on_2, lambda i: ("crashed", i))
     assert results == [0, 2, 4, 6, 8, 10, 12, ("crashed", 7), 16, 18]
     assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
+
+
+def test_pipeline_survives_a_worker_that_dies_in_a_follow_up():
+    from migrate.pool import FilePool
+    _check_crashing_pipeline(FilePool(2))
 
 
 def test_pipeline_keeps_follow_ups_of_a_result_whose_submit_finds_the_pool_broken():
@@ -104,27 +110,23 @@ def test_pipeline_keeps_follow_ups_of_a_result_whose_submit_finds_the_pool_broke
     from migrate.pool import FilePool
 
     class BreaksOnFollowUpOf5(FilePool):
+        """The first executor refuses the follow-up of item 5 as a broken pool would."""
+
         def _start(self, n):
             executor = super()._start(n)
-            if getattr(executor, "_broke_once", False) or getattr(self, "_wrapped", False):
+            if getattr(self, "_wrapped", False):
                 return executor
             self._wrapped = True
             submit = executor.submit
 
             def breaking_submit(fn, item):
                 if fn is _follow_crashes_on_2 and item == 5:
-                    executor._broke_once = True
                     raise BrokenProcessPool("a worker died")
                 return submit(fn, item)
             executor.submit = breaking_submit
             return executor
 
-    with BreaksOnFollowUpOf5(2) as pool:
-        results, followed = pool.pipeline(_crash_on_7, list(range(10)), lambda i: ("crashed", i),
-                                          lambda r: [(r, r // 2)] if isinstance(r, int) else [],
-                                          _follow_crashes_on_2, lambda i: ("crashed", i))
-    assert results == [0, 2, 4, 6, 8, 10, 12, ("crashed", 7), 16, 18]
-    assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
+    _check_crashing_pipeline(BreaksOnFollowUpOf5(2))
 
 
 def _double(i):
