@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from . import screens
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -1487,7 +1488,7 @@ class ApexAmpToTorchAmp(Codemod):
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
-    PREFILTER = (b"apex", b"scaler")
+    PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

@@ -7,10 +7,9 @@ rule the file would keep needing apex at run time with nothing said about it.
 """
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
+from . import screens
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
 from .names import ImportTable, dotted_name
@@ -37,21 +36,16 @@ scaler.scale(loss).backward()  # with a GradScaler made where amp.initialize was
 # other frameworks' amp with the same method names (MXNet's `mxnet.contrib.amp.scale_loss`)
 OTHER_AMP_PACKAGES = ("mxnet", "torch", "tensorflow", "paddle", "jax")
 
-_CALL = re.compile(rb"amp\s*\.\s*(?:scale_loss|master_params)\s*\(")
-
-
 class UnresolvedAmpApi(Codemod):
     """Report `*.amp.scale_loss(...)` / `*.amp.master_params(...)` whose receiver is not apex's."""
 
     NAME = "amp_unresolved"
     DESCRIPTION = "apex amp calls through names not imported from apex (findings only)"
     CODES = (UNRESOLVED.code,)
-    PREFILTER = (b"scale_loss", b"master_params")
+    PREFILTER = screens.AMP_UNRESOLVED.PREFILTER  # tokens and second stage: codemods/screens.py
     REPORTS_ONLY = True
 
-    def wants(self, data: bytes, module_name: str = "") -> bool:
-        """The call shape itself: a receiver whose name ends in `amp`, then one of the two methods."""
-        return _CALL.search(data) is not None
+    wants = staticmethod(screens.AMP_UNRESOLVED.wants)  # the call shape itself
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

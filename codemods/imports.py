@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 from libcst.metadata import ScopeProvider
 
+from . import screens
 from . import amp_rules as R
 from .base import INFO, Codemod, FileContext, facts_key
 from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
@@ -60,7 +61,7 @@ class RemoveApexImports(Codemod):
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
     CODES = ("A2A110", "A2A118", "A2A123")
-    PREFILTER = (b"apex",)
+    PREFILTER = screens.IMPORTS.PREFILTER  # tokens and second stage: codemods/screens.py
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -15,22 +15,17 @@ and optimizer wrappers that own the backward) is reported with the concrete repl
 """
 from __future__ import annotations
 
-import ast
-import functools
-import re
-
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from .apex_bytes import may_import_apex
+from . import screens
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
-from .hazards import _WORD, FileText
+from .hazards import FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
-from .walk import ast_nodes, parse_ast
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -154,12 +149,9 @@ class ManualLossScalingToGradScaler(Codemod):
     NAME = "manual_scaling"
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
     CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512")
-    PREFILTER = (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half")
+    PREFILTER = screens.MANUAL_SCALING.PREFILTER  # tokens and second stage: codemods/screens.py
 
-    def wants(self, data: bytes, module_name: str = "") -> bool:
-        """Second stage on the stdlib AST: apex's fp16_utils names, a `(loss * S).backward()` (directly or
-        through the assignment before it), or a class with both `backward` and `step` methods."""
-        return _may_scale_by_hand(data, module_name)
+    wants = staticmethod(screens.MANUAL_SCALING.wants)  # on the stdlib AST
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
@@ -783,118 +775,3 @@ def _autocast_maker(device: str, dtype: str, indent: str):
         assert isinstance(head, cst.With)
         return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
     return make
-
-
-_CLOSER = {40: 41, 91: 93, 123: 125}  # ( [ {  ->  ) ] }
-_MAX_BRACKETS = 4
-
-
-def _statement_tail(data: bytes, start: int) -> Optional[bytes]:
-    """The rest of the statement's line from `start`: plain characters, one-line strings without
-    backslashes, comments, and brackets (up to four deep, matched) that may span lines; None when
-    something else comes first (a backslash, an open string, an unmatched bracket). Scanned by hand:
-    the equivalent regex takes longer to compile than a worker takes to import the codemods."""
-    i, n, closers = start, len(data), []
-    while i < n:
-        c = data[i]
-        if c == 10:  # a line break ends the statement, outside brackets
-            if not closers:
-                return data[start:i]
-        elif c == 34 or c == 39:  # a string: to its closing quote on this line
-            j = i + 1
-            while j < n and data[j] != c:
-                if data[j] == 92 or data[j] == 10:
-                    return None
-                j += 1
-            if j == n:
-                return None
-            i = j
-        elif c == 35:  # a comment: to the line break
-            j = data.find(b"\n", i)
-            i = (n if j < 0 else j) - 1
-        elif c == 92:
-            return None
-        elif c in _CLOSER:
-            if len(closers) == _MAX_BRACKETS:
-                return None
-            closers.append(_CLOSER[c])
-        elif c == 41 or c == 93 or c == 125:
-            if not closers or closers.pop() != c:
-                return None
-        i += 1
-    return None if closers else data[start:]
-
-
-_BACKWARD_ATTR = re.compile(rb"\.[\s\\]*backward\b")
-_DEF_BACKWARD = re.compile(rb"\bdef[\s\\]+backward\b")
-_DEF_STEP = re.compile(rb"\bdef[\s\\]+step\b")
-_SINGLE_STAR = re.compile(rb"(?<!\*)\*(?!\*)")
-_SPACE = frozenset(b" \t\r\n\\\f")
-
-
-def _no_scaled_backward(data: bytes) -> bool:
-    """True when the bytes alone show that no `.backward()` is called on a product or on a name
-    assigned a product, and no class defines both backward and step; False when unsure."""
-    if _DEF_BACKWARD.search(data) and _DEF_STEP.search(data):
-        return False
-    receivers = set()
-    for m in _BACKWARD_ATTR.finditer(data):
-        j = m.start() - 1
-        while j >= 0 and data[j] in _SPACE:
-            j -= 1
-        if j < 0:
-            continue
-        if data[j] == 41:  # `)`: a call or a bracketed product
-            return False
-        if data[j] not in _WORD:
-            continue  # a subscript, a literal: not a name
-        k = j
-        while k > 0 and data[k - 1] in _WORD:
-            k -= 1
-        p = k - 1
-        while p >= 0 and data[p] in _SPACE:
-            p -= 1
-        if (p >= 0 and data[p] == 46) or data[k] in b"0123456789":
-            continue  # an attribute or a number
-        receivers.add(data[k:j + 1])
-    for name in receivers:
-        for m in re.finditer(rb"(?<![\w.])" + re.escape(name) + rb"\b", data):
-            j = m.end()
-            while j < len(data) and (data[j] in _SPACE or data[j] == 41):  # `(loss) = ...` binds loss too
-                j += 1
-            if data[j:j + 1] != b"=" or data[j + 1:j + 2] == b"=":
-                continue
-            tail = _statement_tail(data, j + 1)
-            if tail is None or _SINGLE_STAR.search(tail):
-                return False
-    return True
-
-
-@functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes
-def _may_scale_by_hand(data: bytes, module_name: str = "") -> bool:
-    """A superset of the files `_Migration` can act on, decided without libcst."""
-    if b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data \
-            or may_import_apex(data, module_name):
-        return True
-    if b"backward" not in data or _no_scaled_backward(data):
-        return False
-    try:
-        tree = parse_ast(data)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return True
-    products: Set[str] = set()
-    receivers: Set[str] = set()
-    for node in ast_nodes(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
-            recv = node.func.value
-            if isinstance(recv, ast.BinOp) and isinstance(recv.op, ast.Mult):
-                return True
-            if isinstance(recv, ast.Name):
-                receivers.add(recv.id)
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult):
-            products.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.ClassDef):
-            methods = {b.name for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            if {"backward", "step"} <= methods:
-                return True
-    return bool(products & receivers)

@@ -11,6 +11,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from .ast_walk import power_value
 from .walk import children
 
 
@@ -283,20 +284,6 @@ def literal_number(node: Optional[cst.BaseExpression]) -> Optional[float]:
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
         return power_value(literal_number(node.left), literal_number(node.right))
     return None
-
-
-def power_value(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    """`a ** b` of two literal numbers: inf when it overflows, None when undefined (0 ** -1, a complex
-    root) or when the exponent is out of reach (|b| >= 400)."""
-    if a is None or b is None or abs(b) >= 400:
-        return None
-    try:
-        v = a ** b
-    except OverflowError:
-        return float("inf")
-    except ZeroDivisionError:
-        return None
-    return v if isinstance(v, float) else None
 
 
 def parse_expr(code: str) -> cst.BaseExpression:

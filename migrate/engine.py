@@ -43,11 +43,27 @@ class Result:
 
 
 def _line_map(old: str, new: str) -> List[int]:
-    """For each 1-based line of `new`, the 1-based line of `old` it comes from (or is nearest to)."""
+    """For each 1-based line of `new`, the 1-based line of `old` it comes from (or is nearest to).
+
+    The lines both texts begin and end with map to each other as they are; difflib aligns only the
+    lines between (a rewrite changes a few lines of a long file: difflib over the whole of both cost
+    more than the rewrite of a region)."""
     a, b = physical_lines(old), physical_lines(new)
     out = [0] * (len(b) + 2)
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    for k in range(head):
+        out[k + 1] = k + 1
+    for k in range(tail):
+        out[len(b) - k] = len(a) - k
+    sm = difflib.SequenceMatcher(None, a[head:len(a) - tail], b[head:len(b) - tail], autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
         for k in range(j1, j2):
             if tag == "equal":
                 out[k + 1] = i1 + (k - j1) + 1
@@ -726,12 +742,15 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
     they are many (a big tree with few candidates spends its time here), in this process otherwise.
     In the pool, the pass-1 rewrite of each candidate starts as soon as its chunk is screened, while
     the other chunks still are; those results land in `early` (by file position). `scouted`: the
-    screen `migrate.scout` made of the first files; only the files it kept are screened again."""
+    screen `migrate.scout` made of the first files, under every rule: the files it kept are screened
+    again only under a narrower selection."""
     screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
     check: List[int] = list(range(len(files)))
     if scouted is not None:
         check = []
         skipped = set(scouted.skipped)
+        # the scout screened under every rule: with such a selection its verdicts are the screen's own
+        exact = getattr(config.select, "takes_every_rule", lambda: False)() and not config.per_file_ignores
         for i in sorted(skipped.union(scouted.kept)):
             digest = scouted.digests.get(i) if cache is not None else None
             if digest is not None:  # a re-run: the scout hashed the bytes, the cache may know them
@@ -740,8 +759,9 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
                 if hit is not None:
                     screened[i] = hit
                     continue
-            if i in skipped:
-                screened[i] = (_SKIP, None)
+            if i in skipped or exact:
+                screened[i] = (_SKIP if i in skipped else _PASS_ONE if files[i].kind == discovery.PYTHON
+                               else _REWRITE, None)
                 if digest is not None:
                     cache.put(keys[i], "screen", screened[i])
             else:

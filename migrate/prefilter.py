@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 try:  # Python >= 3.11
     import re._parser as _sre_parse  # type: ignore[import-not-found]
@@ -26,9 +26,13 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_constants as _sre_const  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
+from codemods import screens
 from codemods.apex_bytes import may_import_apex
-from codemods.base import Codemod, RepoFacts
-from codemods.walk import ast_nodes, parse_ast
+from codemods.ast_walk import ast_nodes, parse_ast
+from codemods.records import RepoFacts
+
+if TYPE_CHECKING:
+    from codemods.base import Codemod
 
 # -- stage 1: the registry regex, fast -----------------------------------------------------------
 
@@ -183,8 +187,7 @@ _COARSE: Dict[int, FastSearch] = {}
 
 def coarse(data: bytes, present: Optional[Present] = None) -> bool:
     """Exactly `codemods.registry.may_need_work(data)`, at memchr speed for files that do not match."""
-    from codemods import registry
-    rx = registry.PREFILTER
+    rx = screens.PREFILTER
     fs = _COARSE.get(id(rx))
     if fs is None or fs.pattern is not rx:
         fs = _COARSE[id(rx)] = FastSearch(rx)
@@ -286,8 +289,8 @@ def fact_names(facts: Optional[RepoFacts]) -> Set[bytes]:
     return {n.encode("utf-8") for n in names if n}
 
 
-def codemod_wanted(cm: Codemod, data: bytes, module_name: str = "", facts: Optional[RepoFacts] = None,
-                   present: Optional[Present] = None) -> bool:
+def codemod_wanted(cm: "Codemod | screens.Screen", data: bytes, module_name: str = "",
+                   facts: Optional[RepoFacts] = None, present: Optional[Present] = None) -> bool:
     """Whether `cm` may rewrite or report anything in a file with these bytes."""
     has = present or Present(data)
     if not any(has(token) for token in cm.PREFILTER):
@@ -345,12 +348,28 @@ def candidate(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], 
     return present if coarse(data, present) else None
 
 
+def wanted_by_some(data: bytes, module_name: str = "") -> bool:
+    """Both stages before pass 1 under every selection: whether some codemod may want a Python file
+    with these bytes (module `module_name`). Reads only `codemods.screens`, not the codemods, so it
+    runs without libcst (the scout's screen). A selection only drops codemods, so a file no screen
+    wants here is skipped by `candidate` and `codemods_for` under any selection too."""
+    for token in _tokens(screens.SCREENS):
+        if token in data:
+            break
+    else:
+        return False
+    present = Present(data)
+    if not coarse(data, present):
+        return False
+    return any(codemod_wanted(s, data, module_name, None, present) for s in screens.SCREENS)
+
+
 @functools.lru_cache(maxsize=8)
-def _tokens_of(codemods: Tuple[Codemod, ...]) -> Tuple[bytes, ...]:
+def _tokens_of(codemods: Tuple["Codemod | screens.Screen", ...]) -> Tuple[bytes, ...]:
     return tuple(dict.fromkeys(token for cm in codemods for token in cm.PREFILTER))
 
 
-def _tokens(codemods: Sequence[Codemod]) -> Tuple[bytes, ...]:
+def _tokens(codemods: Sequence["Codemod | screens.Screen"]) -> Tuple[bytes, ...]:
     """The distinct PREFILTER tokens of `codemods`, in order."""
     return _tokens_of(tuple(codemods))
 

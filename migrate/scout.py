@@ -3,9 +3,12 @@
 A cold `check` of a big tree spends its first quarter second importing libcst, on one core. The
 scout is forked before that import (the command line builds the run's settings without libcst,
 `migrate.settings`) and uses the idle core meanwhile: it walks the paths, reads every file, reports
-the ones it cannot read or decode, and drops each Python file that holds none of the codemods'
-PREFILTER tokens (`SCREEN_TOKENS`: no codemod can want such a file, whatever the selection). The
-engine takes the walk from it and screens only the files it kept (`Scouted.kept`).
+the ones it cannot read or decode, and screens each Python file with the codemods' own byte screens
+(`codemods.screens`, read through `prefilter.wanted_by_some`: their tokens and exact second stages,
+which import no libcst) under every selection: a file no codemod can want is dropped. The engine
+takes the walk from it. Under a selection that takes every rule (the default) the scout's screen
+is the engine's own, and the files it kept (`Scouted.kept`) go straight to their passes; under a
+narrower one the engine screens them again.
 
 The scout is a shortcut, never a second opinion: the engine uses its answer only when it was made
 for the same paths, excludes and cache setting, and does the whole job itself when the scout is not
@@ -23,13 +26,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import discovery
 from .fileio import SourceError, decode_error, read_bytes
 
-# Every token of every codemod's PREFILTER (tests/test_scout.py checks it against the registry). A
-# Python file without one of them is skipped by `prefilter.candidate` under any selection.
-SCREEN_TOKENS = (
-    b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp", b"apex", b"scaler", b"scale_loss",
-    b"master_params", b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half", b"spawn", b"local_rank",
-    b"local-rank", b"start_processes", b"autocast", b"GradScaler", b".half()", b"float16",
-)
 _STOP_EVERY = 32  # files screened between two looks for the stop signal
 
 
@@ -39,8 +35,8 @@ class Scouted:
 
     files: List[discovery.Discovered]
     errors: Dict[int, str] = field(default_factory=dict)  # a read or decode error's message
-    skipped: List[int] = field(default_factory=list)  # Python files without a screen token
-    kept: List[int] = field(default_factory=list)  # files that need the engine's screen
+    skipped: List[int] = field(default_factory=list)  # files no codemod can want
+    kept: List[int] = field(default_factory=list)  # files some codemod may want (under some selection)
     digests: Dict[int, bytes] = field(default_factory=dict)  # cache.digest of the bytes screened, with a cache
 
     @property
@@ -54,11 +50,11 @@ def screen(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
     why = decode_error(d.path, data, d.kind == discovery.PYTHON)
     if why is not None:
         return "error", why
-    if d.kind != discovery.PYTHON:
+    from . import prefilter  # imported by `Scout` before the fork
+    if d.kind != discovery.PYTHON:  # launch scripts and notebooks: the registry's regex, as the engine asks
+        return ("keep" if prefilter.coarse(data) else "skip"), None
+    if prefilter.wanted_by_some(data, discovery.module_name_for(d.path)[0]):
         return "keep", None
-    for token in SCREEN_TOKENS:
-        if token in data:
-            return "keep", None
     return "skip", None
 
 
@@ -68,8 +64,11 @@ class Scout:
     def __init__(self, paths: Sequence[str], excludes: Sequence[str], with_digests: bool):
         self.key = (list(paths), list(excludes), with_digests)
         self._pid = 0
+        # what the child needs is imported here: it then imports nothing (a fork may copy a held
+        # import lock), and this process needs both modules later anyway
+        from . import prefilter  # noqa: F401 - for `screen`
         digest = None
-        if with_digests:  # imported here: the child imports nothing (a fork may copy a held import lock)
+        if with_digests:
             from .cache import digest
         fds: List[int] = []
         try:

@@ -15,6 +15,10 @@ class Selection:
         self.select = [s.strip().upper() for s in select if s.strip()]
         self.ignore = [s.strip().upper() for s in ignore if s.strip()]
 
+    def takes_every_rule(self) -> bool:
+        """Whether every rule passes (no --ignore, no --select narrower than ALL)."""
+        return not self.ignore and (not self.select or "ALL" in self.select)
+
     def __call__(self, code: str) -> bool:
         sel = max((len(s) for s in self.select if code.startswith(s) or s == "ALL"), default=-1) \
             if self.select else 0

@@ -170,10 +170,10 @@ def test_install_guard_stage_two_needs_apex_in_an_import_error_handler():
 def test_install_guard_stage_two_skips_the_parse_when_apex_is_only_above_every_handler(monkeypatch):
     """timm's train.py: apex in the module docstring's URL, `except ImportError:` for other packages
     further down. No handler's window can hold the word, so the file is not parsed."""
-    from codemods import walk
+    from codemods import ast_walk
     from migrate.prefilter import _install_guard
     parsed = []
-    real = walk.parse_ast.__wrapped__
+    real = ast_walk.parse_ast.__wrapped__
     monkeypatch.setattr("migrate.prefilter.parse_ast", lambda data: parsed.append(1) or real(data))
     url_above = b'"""(https://github.com/NVIDIA/apex/tree/master/examples)"""\nimport os\n\n' \
         b'try:\n    import wandb\nexcept ImportError:\n    raise ImportError("pip install wandb")\n'
@@ -194,9 +194,9 @@ def test_install_guard_stage_two_skips_the_parse_when_apex_is_only_above_every_h
 ])
 def test_manual_scaling_runs_on_apex_imports_not_on_the_word(text, wanted):
     """The codemod's apex patterns need a name resolved under apex, which only an import binds."""
-    from codemods import manual_scaling
-    assert manual_scaling._may_scale_by_hand.__wrapped__(text.encode()) is wanted
-    assert manual_scaling._may_scale_by_hand.__wrapped__(b"x = 1\n", "apex.fp16_utils.loss_scaler")
+    from codemods import scaling_bytes
+    assert scaling_bytes.may_scale_by_hand.__wrapped__(text.encode()) is wanted
+    assert scaling_bytes.may_scale_by_hand.__wrapped__(b"x = 1\n", "apex.fp16_utils.loss_scaler")
 
 
 HAZARD_SHAPES = [
@@ -264,16 +264,16 @@ def test_install_guard_stage_two_matches_what_the_imports_codemod_unwraps(text, 
 
 
 def test_hazard_stage_walks_only_statements_near_candidate_tokens_and_misses_none():
-    from codemods import hazards
+    from codemods import hazard_bytes as hazards
     far = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(200))
     hit = ("import torch\n" + far + "with torch.autocast('cuda'):\n    s = s.masked_fill(\n        m,\n"
            "        -1e9)\n" + far)
-    assert hazards._may_have_hazard(hit.encode())
-    assert not hazards._may_have_hazard(hit.replace("-1e9", "-1e3").encode())
+    assert hazards.may_have_hazard(hit.encode())
+    assert not hazards.may_have_hazard(hit.replace("-1e9", "-1e3").encode())
     # bare carriage returns: the stdlib parser counts them as line ends, so nothing is pruned
     assert hazards._lines_of(b"a = 1\rb = 2\r", hazards._WHERE_B) is None
     assert hazards._lines_of(b"a = 1\r\nb = x.half()\r\n", hazards._WHERE_B) == [2]
-    assert hazards._may_have_hazard(hit.replace("\n", "\r").encode())
+    assert hazards.may_have_hazard(hit.replace("\n", "\r").encode())
 
 
 _TOKEN_ALPHABET = "0123456789_.eE+-*()#[]= \n\t\\'\"infINFtyxobXOB"
@@ -284,7 +284,7 @@ _TOKEN_ALPHABET = "0123456789_.eE+-*()#[]= \n\t\\'\"infINFtyxobXOB"
 def test_big_or_inf_by_literals_is_the_regex_or_more(text):
     """The literal-driven scan answers what the seven-way regex answers, and only ever more (a power
     behind a comment line)."""
-    from codemods import hazards
+    from codemods import hazard_bytes as hazards
     data = text.encode()
     by_regex = hazards._BIG_OR_INF_B.search(data) is not None
     fast = hazards._big_or_inf(data)
@@ -302,7 +302,7 @@ def test_big_or_inf_by_literals_is_the_regex_or_more(text):
 def test_cast_tokens_read_the_call_arguments(text, fires):
     """A `.to(` call is a cast candidate only when its own arguments spell half/float16; a call the
     scan cannot read (deep brackets, an escape in a string) counts as one."""
-    from codemods import hazards
+    from codemods import hazard_bytes as hazards
     assert hazards._cast_tokens(text.encode()) == fires
 
 
@@ -313,7 +313,7 @@ def test_cast_tokens_read_the_call_arguments(text, fires):
     ("x[i] = self.a * 100000", False),
 ])
 def test_subscript_big_bytes(text, fires):
-    from codemods import hazards
+    from codemods import hazard_bytes as hazards
     assert (hazards._SUBSCRIPT_BIG_B.search(text.encode()) is not None) == fires
 
 
@@ -337,17 +337,17 @@ MANUAL_SCALING_SHAPES = [
 
 @pytest.mark.parametrize("text,through", MANUAL_SCALING_SHAPES)
 def test_manual_scaling_byte_stage_only_rules_out_what_the_ast_stage_rules_out(text, through):
-    from codemods import manual_scaling
+    from codemods import scaling_bytes
     data = text.encode()
-    assert manual_scaling._may_scale_by_hand.__wrapped__(data) == through
-    if manual_scaling._no_scaled_backward(data):
+    assert scaling_bytes.may_scale_by_hand.__wrapped__(data) == through
+    if scaling_bytes._no_scaled_backward(data):
         assert not through
 
 
 def _statement_tail_by_regex():
-    """The pattern `manual_scaling._statement_tail` scans by hand (it took 20 ms to compile)."""
+    """The pattern `scaling_bytes._statement_tail` scans by hand (it took 20 ms to compile)."""
     import re
-    from codemods.walk import nested
+    from codemods.ast_walk import nested
     atom = rb"""(?:[^()\[\]{}'"#\\]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
     line_atom = rb"""(?:[^()\[\]{}'"#\\\n]|"[^"\\\n]*"|'[^'\\\n]*'|#[^\n]*(?![^\n]))"""
     brackets = ((rb"\(", rb"\)"), (rb"\[", rb"\]"), (rb"\{", rb"\}"))
@@ -364,24 +364,24 @@ TAIL_SHAPES = ["a * b\nx", "(a\n * b)\n", "f(x[1], {2: (3)})  # c(\n", "'a#b' + 
 
 @pytest.mark.parametrize("text", TAIL_SHAPES)
 def test_statement_tail_scan_is_the_regex(text):
-    from codemods import manual_scaling
+    from codemods import scaling_bytes
     data = text.encode()
     m = _TAIL_RX.match(data, 0)
-    assert manual_scaling._statement_tail(data, 0) == (m.group() if m else None)
+    assert scaling_bytes._statement_tail(data, 0) == (m.group() if m else None)
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="()[]{}'\"#\\\n\r a*=", max_size=40), st.integers(min_value=0, max_value=3))
 def test_statement_tail_scan_is_the_regex_on_any_bytes(text, start):
-    from codemods import manual_scaling
+    from codemods import scaling_bytes
     data = text.encode()
     start = min(start, len(data))
     m = _TAIL_RX.match(data, start)
-    assert manual_scaling._statement_tail(data, start) == (m.group() if m else None)
+    assert scaling_bytes._statement_tail(data, start) == (m.group() if m else None)
 
 
 def test_word_tests_by_find_answer_what_the_lint_regexes_answer():
-    from codemods import hazards
+    from codemods import hazard_bytes as hazards
     texts = [open(p, "rb").read() for p in sorted(glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True))]
     texts += [b"import apex_utils\n", b"# apex\n", b"has_apex = 1\n", b"x.half()\n", b"GradScaler", b""]
     for data in texts:

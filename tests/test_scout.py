@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from migrate import scout
+from migrate.fileio import SourceError, read_bytes
 from migrate.engine import RunConfig, run
+from migrate.settings import Selection
 
 import treegen
 
@@ -47,15 +49,53 @@ def _summary(result):
             for f in result.files]
 
 
-def test_screen_tokens_are_every_codemods_prefilter_tokens():
-    """A token missing here would let the scout drop a file a codemod wants."""
+def test_the_screens_are_the_registry_codemods_own():
+    """The scout screens with `codemods.screens`; a codemod whose tokens or second stage were not its
+    screen's would let the scout drop a file that codemod wants."""
+    from codemods import screens
     from codemods.registry import CODEMODS
-    assert set(scout.SCREEN_TOKENS) == {t for cm in CODEMODS for t in cm.PREFILTER}
+    assert [s.NAME for s in screens.SCREENS] == [cm.NAME for cm in CODEMODS]
+    for s, cm in zip(screens.SCREENS, CODEMODS):
+        assert cm.PREFILTER is s.PREFILTER, cm.NAME
+        assert getattr(cm, "wants", None) is s.wants, cm.NAME
 
 
-def test_the_command_line_builds_its_settings_without_libcst():
+SELECTIONS = [Selection(), Selection(select=["A2A1"]), Selection(select=["A2A4"]), Selection(select=["A2A6"]),
+              Selection(select=["A2A5"]), Selection(ignore=["A2A6"]), Selection(select=["A2A125"])]
+
+
+def test_the_scout_drops_only_files_the_engine_skips_under_every_selection(tree):
+    """Exact under the full selection (the engine, which then takes the scout's verdicts, would keep
+    the same files), and never a drop the engine would not make under a narrower one: every fixture
+    (Python, launch scripts, notebooks) and the test tree's files."""
+    from migrate import discovery, engine
+    found = list(discovery.discover([os.path.join(ROOT, "fixtures"), tree]))
+    assert {d.kind for d in found} > {discovery.PYTHON}
+    for d in found:
+        try:
+            data = read_bytes(d.path)
+        except SourceError:
+            continue  # reported by the scout and the engine alike (see the tests below)
+        verdict = scout.screen(d, data)[0]
+        for sel in SELECTIONS:
+            step = engine._screen_bytes(d, RunConfig(select=sel), data)[0]
+            if verdict == "skip":
+                assert step == engine._SKIP, (d.path, sel.select, sel.ignore)
+        everything = engine._screen_bytes(d, RunConfig(), data)
+        if verdict == "error":
+            assert everything[1] is not None and everything[1].error, d.path
+        else:
+            assert (verdict == "keep") == (everything[0] != engine._SKIP), d.path
+
+
+def test_the_command_line_and_the_scouts_screen_need_no_libcst():
     """The scout is forked before the libcst import, or it would have nothing to overlap."""
     code = ("import sys, migrate.cli, migrate.scout, migrate.settings, migrate.config, migrate.cache\n"
+            "from migrate import discovery, prefilter\n"
+            "d = discovery.Discovered('t.py', discovery.PYTHON, '.')\n"
+            "data = b'import torch\\nwith torch.autocast(\"cuda\"):\\n    y = x.masked_fill(m, -1e9)\\n'\n"
+            "assert migrate.scout.screen(d, data) == ('keep', None)\n"
+            "assert not prefilter.wanted_by_some(b'import os  # apex, spawn\\n')\n"
             "assert 'libcst' not in sys.modules, sorted(m for m in sys.modules if 'libcst' in m)[:3]\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

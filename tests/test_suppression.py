@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codemods.suppression import Suppressions
 
@@ -112,3 +114,40 @@ def test_rewritten_lines_are_mapped_by_python_line_breaks():
     from migrate.engine import _line_map
     back = _line_map("a = '\x0c'\nc = 1\n", "a = '\x0c'\nb = 0\nc = 1\n")
     assert back[1:4] == [1, 2, 2] and len(back) == 5
+
+
+def _line_map_over_whole_texts(old, new):
+    """The map as difflib aligns the two whole texts (what `_line_map` did before it trimmed the
+    lines both texts share at their ends)."""
+    import difflib
+    from migrate.engine import physical_lines
+    a, b = physical_lines(old), physical_lines(new)
+    out = [0] * (len(b) + 2)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        for k in range(j1, j2):
+            out[k + 1] = i1 + (k - j1) + 1 if tag == "equal" else min(i1 + (k - j1), max(i2 - 1, i1)) + 1
+    out[len(b) + 1] = len(a) + 1
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=0, max_value=30), st.lists(st.tuples(st.sampled_from("ids"), st.integers(0, 40)),
+                                                         max_size=5))
+def test_line_map_trims_the_shared_ends_and_aligns_as_difflib_does(n, edits):
+    """Where the alignment is unambiguous (every line distinct), trimming the shared first and last
+    lines gives difflib's own map; and the shared lines map to themselves."""
+    from migrate.engine import _line_map
+    old = [f"line {i}\n" for i in range(n)]
+    new = list(old)
+    for fresh, (op, at) in enumerate(edits):
+        at = min(at, len(new))
+        if op == "i":
+            new.insert(at, f"new {fresh}\n")
+        elif op == "d" and at < len(new):
+            del new[at]
+        elif at < len(new):
+            new[at] = f"changed {fresh}\n"
+    back = _line_map("".join(old), "".join(new))
+    assert back == _line_map_over_whole_texts("".join(old), "".join(new))
+    head = next((k for k, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    assert back[1:head + 1] == list(range(1, head + 1))

@@ -1,0 +1,64 @@
+"""What the byte screen reads of each codemod, importable without libcst.
+
+A codemod is screened from a file's bytes before anything is parsed (`migrate/prefilter.py`): its
+PREFILTER tokens first, then its own exact second stage (`wants`), or a refinement of noisy tokens
+that the prefilter keeps by codemod name. Those parts live here, one `Screen` per codemod in the
+registry's order, and each codemod class takes its tokens and second stage from its screen. So the
+scout (`migrate/scout.py`), which screens a tree while the main process is still importing libcst,
+applies the very same screen; tests/test_scout.py checks that this list matches the registry.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+from .hazard_bytes import may_have_hazard
+from .scaling_bytes import may_scale_by_hand
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The screening part of one codemod: its NAME, its PREFILTER tokens (a file holding none of them
+    cannot interest it) and, when it has one, `wants(data, module_name)`, its exact second stage."""
+
+    NAME: str
+    PREFILTER: Tuple[bytes, ...]
+    wants: Optional[Callable[..., bool]] = None
+
+
+_UNRESOLVED_AMP_CALL = re.compile(rb"amp\s*\.\s*(?:scale_loss|master_params)\s*\(")
+
+
+def _calls_amp_only_api(data: bytes, module_name: str = "") -> bool:
+    """The call shape itself: a receiver whose name ends in `amp`, then `.scale_loss(` or `.master_params(`."""
+    return _UNRESOLVED_AMP_CALL.search(data) is not None
+
+
+def _may_have_hazard(data: bytes, module_name: str = "") -> bool:
+    """`hazard_bytes.may_have_hazard` (which reads no module name)."""
+    return may_have_hazard(data)
+
+
+CUDA_AMP = Screen("cuda_amp", (b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp"))
+AMP = Screen("amp", (b"apex", b"scaler"))
+AMP_UNRESOLVED = Screen("amp_unresolved", (b"scale_loss", b"master_params"), _calls_amp_only_api)
+APEX_MODULES = Screen("apex_modules", (b"apex",))
+MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half"),
+                        may_scale_by_hand)
+APEX_PARALLEL = Screen("apex_parallel", (b"apex",))
+LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_processes"))
+IMPORTS = Screen("imports", (b"apex",))
+HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss"),
+                 _may_have_hazard)
+
+# in the order of `codemods.registry.all_codemods()`
+SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
+                               IMPORTS, HAZARDS)
+
+# Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
+PREFILTER = re.compile(
+    rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
+    rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
+    rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler"
+)
