@@ -15,7 +15,7 @@ import ast
 from typing import Dict, Optional, Tuple
 
 from .base import RepoFacts, facts_key
-from .walk import ast_nodes, parse_ast
+from .ast_walk import ast_nodes, parse_ast
 
 KEYWORD_ONLY = -1  # the slot of a keyword-only scaler parameter
 

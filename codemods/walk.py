@@ -13,7 +13,6 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from .ast_walk import ast_nodes, ast_nodes_near, nested, parse_ast  # noqa: F401 - re-exported
 
 _TRIVIA = frozenset({
     cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline,

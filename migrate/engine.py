@@ -23,7 +23,7 @@ from codemods.suppression import Suppressions, physical_lines
 
 from . import cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
-from .settings import RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
+from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
 
 
 @dataclass
@@ -592,7 +592,7 @@ def _quiet_gc() -> Iterator[None]:
     default collector would rescan every live tree thousands of times (a quarter of the run).
     """
     old = gc.get_threshold()
-    gc.set_threshold(max(old[0], 100_000), max(old[1], 50), max(old[2], 100))
+    gc.set_threshold(*(max(a, b) for a, b in zip(old, QUIET_GC)))
     try:
         yield
     finally:
@@ -612,7 +612,8 @@ def _run(paths: Sequence[str], config: RunConfig,
     with FilePool(config.jobs, initializer=_warm_worker) as pool:
         if scouted is not None:
             files = scouted.files
-            if cold and len(files) >= MIN_POOL_SCREEN and (scouted.kept or scouted.reached < len(files)):
+            if cold and len(files) >= MIN_POOL_SCREEN and (scouted.kept or scouted.wanted
+                                                           or scouted.reached < len(files)):
                 pool.start_early()
         else:
             files = _discover(paths, config, pool, cold=cold)
@@ -650,7 +651,8 @@ def _run(paths: Sequence[str], config: RunConfig,
                 facts.merge(native)
             facts.merge(outside)
         if prefilter.has_fact_names(facts):
-            screened = [_rescreen(d, s, facts, kept.get(i)) for i, (d, s) in enumerate(zip(files, screened))]
+            needles = prefilter.fact_needles(facts)
+            screened = [_rescreen(d, s, facts, kept.get(i), needles) for i, (d, s) in enumerate(zip(files, screened))]
             ready = _still_valid(files, ready, published, facts, kept)
         if facts.dropped_imports:
             # folders the run walked whole need no second walk (excluded files may still import)
@@ -748,20 +750,21 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
     check: List[int] = list(range(len(files)))
     if scouted is not None:
         check = []
-        skipped = set(scouted.skipped)
+        skipped, wanted = set(scouted.skipped), set(scouted.wanted)
         # the scout screened under every rule: with such a selection its verdicts are the screen's own
         exact = getattr(config.select, "takes_every_rule", lambda: False)() and not config.per_file_ignores
-        for i in sorted(skipped.union(scouted.kept)):
+        for i in sorted(skipped.union(wanted, scouted.kept)):
             digest = scouted.digests.get(i) if cache is not None else None
             if digest is not None:  # a re-run: the scout hashed the bytes, the cache may know them
                 keys[i] = _cache_key(files[i], digest)
                 hit = cache.get(keys[i], "screen")
                 if hit is not None:
-                    screened[i] = hit
+                    screened[i] = _kept_screen(hit, files[i], i, scouted.data.get(i), kept)
                     continue
-            if i in skipped or exact:
+            if i in skipped or exact and i in wanted:
                 screened[i] = (_SKIP if i in skipped else _PASS_ONE if files[i].kind == discovery.PYTHON
                                else _REWRITE, None)
+                screened[i] = _kept_screen(screened[i], files[i], i, scouted.data.get(i), kept)
                 if digest is not None:
                     cache.put(keys[i], "screen", screened[i])
             else:
@@ -1002,9 +1005,10 @@ def _file_weight(task: Tuple[Any, ...]) -> float:
 
 
 def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]], facts: RepoFacts,
-              data: Optional[bytes] = None) -> Tuple[int, Optional[FileResult]]:
+              data: Optional[bytes] = None, needles: Optional[Tuple[bytes, ...]] = None
+              ) -> Tuple[int, Optional[FileResult]]:
     """After pass 1: a skipped file that names a function pass 1 published (a call site) needs pass 2
-    (`data`: its bytes when the screen kept them)."""
+    (`data`: its bytes when the screen kept them; `needles`: `prefilter.fact_needles(facts)`)."""
     step, early = screened
     if step != _SKIP or early is not None or d.kind != discovery.PYTHON:
         return screened
@@ -1013,5 +1017,7 @@ def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]
             data = read_bytes(d.path)
         except SourceError:
             return screened
+    if needles is not None and not any(n in data for n in needles):
+        return screened
     module = discovery.module_name_for(d.path)[0]
     return (_REWRITE if prefilter.mentions_fact(data, facts, module) else _SKIP), None

@@ -348,15 +348,18 @@ def candidate(data: bytes, codemods: Sequence[Codemod], select: Callable[[str], 
     return present if coarse(data, present) else None
 
 
+def holds_a_screen_token(data: bytes) -> bool:
+    """Whether some codemod's PREFILTER token occurs in `data` (one search per distinct token): a file
+    without any is skipped under every selection, with no module name worked out."""
+    return any(token in data for token in _tokens(screens.SCREENS))
+
+
 def wanted_by_some(data: bytes, module_name: str = "") -> bool:
     """Both stages before pass 1 under every selection: whether some codemod may want a Python file
     with these bytes (module `module_name`). Reads only `codemods.screens`, not the codemods, so it
     runs without libcst (the scout's screen). A selection only drops codemods, so a file no screen
     wants here is skipped by `candidate` and `codemods_for` under any selection too."""
-    for token in _tokens(screens.SCREENS):
-        if token in data:
-            break
-    else:
+    if not holds_a_screen_token(data):
         return False
     present = Present(data)
     if not coarse(data, present):
@@ -413,6 +416,20 @@ def needs_work(data: bytes, codemods: Sequence[Codemod], select: Callable[[str],
 def publishes_facts(cm: Codemod) -> bool:
     """Whether `cm` contributes repo facts, so that the files it wants go to pass 1."""
     return bool(getattr(cm, "PUBLISHES_FACTS", False))
+
+
+def fact_needles(facts: Optional[RepoFacts]) -> Tuple[bytes, ...]:
+    """Byte strings of which every file `mentions_fact` says yes to holds one (the published names,
+    and `initialize` when a module left amp unmigrated), so that a file without any needs no module
+    name worked out."""
+    if not facts:
+        return ()
+    names = [f for funcs in facts.scaler_functions.values() for f in funcs]
+    names += [str(key).rsplit(".", 1)[-1] for key in facts.spawn_entries]  # an empty one: in every file
+    needles = {n.encode("utf-8") for n in names}
+    if facts.unmigrated_amp:
+        needles.add(b"initialize")
+    return tuple(sorted(needles))
 
 
 def has_fact_names(facts: Optional[RepoFacts]) -> bool:

@@ -26,7 +26,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from . import discovery
 from .fileio import SourceError, decode_error, read_bytes
 
-_STOP_EVERY = 32  # files screened between two looks for the stop signal
+_STOP_EVERY = 32  # files read between two looks for the stop signal
+_STOP_EVERY_SECOND = 4  # files screened by the codemods' screens between two looks
+# The run reads every Python file's bytes again after pass 1 when pass 1 published facts (call sites
+# in files no codemod wanted): the scout sends them, as the engine's own screen keeps them.
+DATA_LIMIT = 32_000_000
 
 
 @dataclass
@@ -36,26 +40,41 @@ class Scouted:
     files: List[discovery.Discovered]
     errors: Dict[int, str] = field(default_factory=dict)  # a read or decode error's message
     skipped: List[int] = field(default_factory=list)  # files no codemod can want
-    kept: List[int] = field(default_factory=list)  # files some codemod may want (under some selection)
+    wanted: List[int] = field(default_factory=list)  # files the codemods' screens want, under every rule
+    kept: List[int] = field(default_factory=list)  # Python files with a token, not screened further
     digests: Dict[int, bytes] = field(default_factory=dict)  # cache.digest of the bytes screened, with a cache
+    data: Dict[int, bytes] = field(default_factory=dict)  # Python files' bytes, up to DATA_LIMIT in all
 
     @property
     def reached(self) -> int:
         """How many files (from the first) the scout screened."""
-        return len(self.errors) + len(self.skipped) + len(self.kept)
+        return len(self.errors) + len(self.skipped) + len(self.wanted) + len(self.kept)
 
 
-def screen(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
-    """("error", message), ("skip", None) or ("keep", None) for one file's bytes."""
+def first_look(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
+    """("error", message), ("skip", None), ("want", None) or, for a Python file that holds a codemod
+    token, ("keep", None): its second look (`second_look`) decides."""
     why = decode_error(d.path, data, d.kind == discovery.PYTHON)
     if why is not None:
         return "error", why
     from . import prefilter  # imported by `Scout` before the fork
     if d.kind != discovery.PYTHON:  # launch scripts and notebooks: the registry's regex, as the engine asks
-        return ("keep" if prefilter.coarse(data) else "skip"), None
-    if prefilter.wanted_by_some(data, discovery.module_name_for(d.path)[0]):
+        return ("want" if prefilter.coarse(data) else "skip"), None
+    return ("keep" if prefilter.holds_a_screen_token(data) else "skip"), None
+
+
+def second_look(d: discovery.Discovered, data: bytes) -> bool:
+    """Whether some codemod's screen wants a Python file `first_look` kept, under every rule."""
+    from . import prefilter
+    return prefilter.wanted_by_some(data, discovery.module_name_for(d.path)[0])
+
+
+def screen(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
+    """The scout's whole screen of one file: ("error", message), ("skip", None) or ("keep", None)."""
+    verdict, message = first_look(d, data)
+    if verdict == "want" or verdict == "keep" and second_look(d, data):
         return "keep", None
-    return "skip", None
+    return ("error", message) if verdict == "error" else ("skip", None)
 
 
 class Scout:
@@ -146,23 +165,41 @@ def _child(paths: Sequence[str], excludes: Sequence[str], digest: Optional[Calla
     status = 0
     try:
         found = Scouted(list(discovery.discover(paths, excludes)))
+        kept_bytes = 0
         told = select.poll()
         told.register(stop, select.POLLIN)
+        # the first look at every file (a read, a decode check, the tokens) comes before any second
+        # look (the codemods' own screens, a stdlib parse here and there), which is the costly part:
+        # stopped early, the scout has then answered most files, and the engine screens the rest
+        second: List[Tuple[int, bytes]] = []
         for i, d in enumerate(found.files):
             if i % _STOP_EVERY == 0 and told.poll(0):
+                second = []
                 break
             try:
                 data = read_bytes(d.path)
             except SourceError as e:
                 found.errors[i] = str(e)
                 continue
-            verdict, message = screen(d, data)
+            verdict, message = first_look(d, data)
             if verdict == "error":
                 found.errors[i] = message or ""
-            else:
-                (found.skipped if verdict == "skip" else found.kept).append(i)
-                if digest is not None:
-                    found.digests[i] = digest(data)
+                continue
+            {"skip": found.skipped, "want": found.wanted, "keep": found.kept}[verdict].append(i)
+            if verdict == "keep":
+                second.append((i, data))
+            if d.kind == discovery.PYTHON and kept_bytes + len(data) <= DATA_LIMIT:
+                found.data[i] = data
+                kept_bytes += len(data)
+            if digest is not None:
+                found.digests[i] = digest(data)
+        looked = set()
+        for n, (i, data) in enumerate(second):
+            if n % _STOP_EVERY_SECOND == 0 and told.poll(0):
+                break
+            (found.wanted if second_look(found.files[i], data) else found.skipped).append(i)
+            looked.add(i)
+        found.kept = [i for i in found.kept if i not in looked]
         payload = memoryview(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
         while payload:
             payload = payload[os.write(out, payload):]

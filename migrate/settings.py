@@ -7,6 +7,10 @@ from typing import Dict, List, Optional, Sequence
 
 from codemods.records import Options
 
+# garbage-collector thresholds while apex2amp runs: libcst trees are large, short-lived and acyclic
+# (engine._quiet_gc), and importing libcst creates thousands of objects (cli.console_main)
+QUIET_GC = (100_000, 50, 100)
+
 
 class Selection:
     """`--select/--ignore` in ruff's style: codes are matched by prefix; ignore wins on ties in length."""

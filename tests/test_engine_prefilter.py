@@ -12,7 +12,7 @@ import random
 import shutil
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from codemods.base import Options
@@ -399,3 +399,26 @@ def test_files_to_parse_are_the_python_files_pass_one_takes(tmp_path):
     assert files_to_parse([str(tmp_path)]) == [str(tmp_path / "legacy.py")]
     assert files_to_parse([str(tmp_path)], RunConfig(prefilter=False)) == [
         str(tmp_path / "example.py"), str(tmp_path / "legacy.py")]
+
+
+_NAMES = st.sampled_from(["train", "step", "", "run.main", "main", "fit"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.sampled_from(["a::pkg.trainer", "b::loop", "c::"]), st.lists(_NAMES, max_size=3), max_size=3),
+       st.lists(st.sampled_from(["pkg.trainer", "loop", "other"]), max_size=2),
+       st.dictionaries(st.sampled_from(["pkg.run.main", "worker", "x."]), st.just(1), max_size=2),
+       st.text(alphabet="trainstepmofuxl.kgz \n", max_size=60), st.sampled_from(["", "pkg.trainer.sub", "loop"]))
+@example({}, ["pkg.trainer"], {}, "from pkg import trainer\nmodel = amp.initialize(model)", "")
+@example({"a::pkg.trainer": ["train"]}, [], {}, "from pkg import trainer\ntrainer.train(x)", "")
+@example({}, [], {"pkg.run.main": 1}, "run.main()", "")
+@example({}, [], {"x.": 1}, "anything", "")
+def test_fact_needles_hold_for_every_file_mentions_fact_takes(funcs, unmigrated, entries, text, module):
+    """The rescreen after pass 1 skips a file without any needle before working out its module name:
+    every file `mentions_fact` takes must hold one."""
+    from codemods.records import RepoFacts
+    facts = RepoFacts(scaler_functions=funcs, unmigrated_amp=unmigrated, spawn_entries=entries)
+    data = text.encode()
+    needles = prefilter.fact_needles(facts)
+    if prefilter.mentions_fact(data, facts, module):
+        assert any(n in data for n in needles)

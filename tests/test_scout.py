@@ -159,8 +159,9 @@ def test_what_the_scout_found(tree):
     names = {os.path.relpath(found.files[i].path, tree): message for i, message in found.errors.items()}
     assert {"bad/undecodable.py", "bad/binary.py", "bad/plain_binary.py", "bad/badcookie.py",
             "dangling.py"} <= set(names)
-    kept = {os.path.relpath(found.files[i].path, tree) for i in found.kept}
-    assert {"bad/syntax.py", "launch/run.sh", "hazard/half.py"} <= kept  # tokens, a file not Python
+    wanted = {os.path.relpath(found.files[i].path, tree) for i in found.wanted}
+    assert {"bad/syntax.py", "launch/run.sh", "hazard/half.py"} <= wanted  # apex, a file not Python, hazards
+    assert found.kept == []  # a finished scout took a second look at every file with a token
     assert found.reached == len(found.files)
 
 
@@ -178,9 +179,11 @@ def test_a_scout_that_died_leaves_the_run_whole(tree):
     assert _summary(run([tree], RunConfig(jobs=2), scout=started)) == _summary(alone)
 
 
+@pytest.mark.parametrize("second_looks", [False, True])
 @pytest.mark.parametrize("reached", [0, 1, 37, 150])
-def test_the_files_a_stopped_scout_did_not_reach_are_screened_by_the_run(tree, monkeypatch, reached):
-    """Told to stop (the run is ready before it is done), the scout answers for the first files only."""
+def test_the_files_a_stopped_scout_did_not_reach_are_screened_by_the_run(tree, monkeypatch, reached, second_looks):
+    """Told to stop (the run is ready before it is done), the scout answers for the first files only,
+    and, when it had no time for their second looks, leaves the files with a token to the run."""
     alone = run([tree], RunConfig(jobs=2))
     started = scout.start([tree], [], 2, False)
     found = started.collect([tree], [], False, stop=False)
@@ -189,8 +192,15 @@ def test_the_files_a_stopped_scout_did_not_reach_are_screened_by_the_run(tree, m
         def collect(self, *args):
             part = scout.Scouted(found.files)
             part.errors = {i: m for i, m in found.errors.items() if i < reached}
-            part.skipped = [i for i in found.skipped if i < reached]
-            part.kept = [i for i in found.kept if i < reached]
+            if second_looks:
+                part.skipped = [i for i in found.skipped if i < reached]
+                part.wanted = [i for i in found.wanted if i < reached]
+            else:
+                for i in range(reached):
+                    if i not in part.errors:
+                        verdict = scout.first_look(found.files[i], read_bytes(found.files[i].path))[0]
+                        {"skip": part.skipped, "want": part.wanted, "keep": part.kept}[verdict].append(i)
+                assert part.kept or reached < 37
             assert part.reached == reached
             return part
 
@@ -204,7 +214,17 @@ def test_a_scout_told_to_stop_at_once_still_answers_with_every_file(tree):
     started = scout.Scout([tree], [], False)  # collected at once: it may have screened nothing yet
     found = started.collect([tree], [], False)
     assert found is not None and len(found.files) == len(run([tree], RunConfig(jobs=1)).files)
-    assert sorted(list(found.errors) + found.skipped + found.kept) == list(range(found.reached))
+    assert sorted(list(found.errors) + found.skipped + found.wanted + found.kept) == list(range(found.reached))
+
+
+@pytest.mark.parametrize("selection", [Selection(select=["A2A6"]), Selection(ignore=["A2A4"])])
+def test_a_run_under_a_narrower_selection_fed_by_the_scout_gives_the_same_results(tree, selection):
+    """The scout screens under every rule; under a narrower selection the run screens its `wanted`
+    files again."""
+    alone = run([tree], RunConfig(jobs=2, select=selection))
+    started = _Finished(scout.start([tree], [], 2, False))
+    scouted = run([tree], RunConfig(jobs=2, select=selection), scout=started)
+    assert started.found.wanted and _summary(scouted) == _summary(alone)
 
 
 def test_no_scout_where_it_cannot_pay(tree):
