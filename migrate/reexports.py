@@ -124,10 +124,10 @@ def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str,
     targets = _targets(dropped)
     if not targets:
         return {}
-    in_run = {os.path.abspath(p) for p, _ in run_files}
     roots = sorted({split_key(k)[0] for keys in targets.values() for k in keys})
     walked_dirs = [os.path.abspath(w) for w in walked if os.path.isdir(w)]
     unseen = [r for r in roots if r and not any(os.path.commonpath([r, w]) == w for w in walked_dirs)]
+    in_run = {os.path.abspath(p) for p, _ in run_files} if unseen else set()  # what the walks of `unseen` skip
     files = list(_candidates(run_files, unseen, in_run))
     hits: List[Tuple[str, str, str]] = []
     to_read = [p for p, data in files if data is None]
