@@ -1,7 +1,8 @@
 """Stdlib-only helpers of the second screening stages: stdlib `ast` walks and byte-regex builders.
 
 Nothing here imports libcst, so the screens that use these (`codemods/screens.py`) run in the scout
-(`migrate/scout.py`) while the main process is still importing libcst. `codemods.walk` re-exports them.
+(`migrate/scout.py`) while the main process is still importing libcst. `codemods.walk` holds the
+libcst walks.
 """
 from __future__ import annotations
 

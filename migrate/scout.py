@@ -86,6 +86,7 @@ class Scout:
         # what the child needs is imported here: it then imports nothing (a fork may copy a held
         # import lock), and this process needs both modules later anyway
         from . import prefilter  # noqa: F401 - for `screen`
+        discovery.forget_packages()  # the module names of its second looks: from the tree as it is now
         digest = None
         if with_digests:
             from .cache import digest

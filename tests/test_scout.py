@@ -242,3 +242,20 @@ def test_the_cli_run_with_a_scout_matches_one_job(tree):
     two, one = cli("-j", "2"), cli("-j", "1")
     assert two.returncode == one.returncode == 2
     assert two.stdout == one.stdout and two.stderr == one.stderr
+
+
+def test_the_scout_works_out_module_names_from_the_tree_as_it_is_now(tmp_path):
+    """A file inside an `apex` package is wanted whatever it holds (a vendored apex); the package
+    facts an earlier run of this process learnt must not decide the scout's screen (the run itself
+    forgets them)."""
+    for i in range(3):
+        (tmp_path / f"plain{i}.py").write_text("x = 1\n")
+    (tmp_path / "apex").mkdir()
+    (tmp_path / "apex" / "bad.py").write_text("scaler = loss_scale(\n")  # a token, and a syntax error
+    run([str(tmp_path)], RunConfig(jobs=1))  # learns: apex/ is no package
+    (tmp_path / "apex" / "__init__.py").write_text("")
+    started = _Finished(scout.start([str(tmp_path)], [], 2, False))
+    scouted = run([str(tmp_path)], RunConfig(jobs=2), scout=started)
+    alone = run([str(tmp_path)], RunConfig(jobs=2))
+    assert any(f.error for f in alone.files)
+    assert _summary(scouted) == _summary(alone)
