@@ -222,6 +222,8 @@ class ModuleIndex:
             cls._cache.popitem()[1].tables.clear()
 
     def _enter(self, node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> None:
+        if type(node) is _SKIPPED:
+            return
         self.nodes.append(node)
         if parent is not None:
             self.parents[id(node)] = parent
@@ -409,6 +411,8 @@ if _CodegenState is not None:
 
         def before_codegen(self, node: cst.CSTNode) -> None:
             # ModuleIndex._enter, inlined: this runs once per node of every tree indexed
+            if type(node) is _SKIPPED:
+                return
             stack = self.stack
             parent = stack[-1]
             index = self.index
@@ -436,6 +440,8 @@ if _CodegenState is not None:
             stack.append(node)
 
         def after_codegen(self, node: cst.CSTNode) -> None:
+            if type(node) is _SKIPPED:
+                return
             self.stack.pop()
             start = self.starts.pop()
             key = id(node)
@@ -468,6 +474,9 @@ else:  # pragma: no cover
 # indentation it was generated under
 _Statement = Tuple[cst.CSTNode, int, int, int, int, Tuple[str, ...], Tuple[int, ...], Tuple[int, ...]]
 _NOT_STATEMENTS = frozenset({cst.EmptyLine, cst.TrailingWhitespace})
+# Left out of the index (its nodes, parents, kinds and positions): a leaf nothing asks about, and
+# two in five of a module's nodes
+_SKIPPED = cst.SimpleWhitespace
 _BODY_OWNERS = (cst.Module, cst.IndentedBlock)
 # nodes that hold statements below them: a changed one is copied with its bodies' shared statements
 # replaced by stand-ins
@@ -544,10 +553,12 @@ if _IndexingState is not None:
             self.span_of = Positions(self.spans, self.nodes, self.tokens, self.borrowed).span  # type: ignore[assignment]
 
         def before_codegen(self, node: cst.CSTNode) -> None:
-            super().before_codegen(self.originals.get(id(node), node))
+            if type(node) is not _SKIPPED:
+                super().before_codegen(self.originals.get(id(node), node))
 
         def after_codegen(self, node: cst.CSTNode) -> None:
-            super().after_codegen(self.originals.get(id(node), node))
+            if type(node) is not _SKIPPED:
+                super().after_codegen(self.originals.get(id(node), node))
 
         def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
                                       end_node: Optional[cst.CSTNode] = None) -> Any:
