@@ -629,7 +629,8 @@ def _run(paths: Sequence[str], config: RunConfig,
         pass_one = {i: cache.get(keys[i], "pass1") for i in indexed if i not in early} if cache else {}
         todo1 = [i for i in indexed if pass_one.get(i) is None and i not in early]
         done1 = list(early.items()) + list(zip(todo1, pool.map(
-            _pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed, weight=_file_weight)))
+            _pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed, weight=_file_weight,
+            batch_under=LIGHT_FILE)))
         for i, res in done1:
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
@@ -665,7 +666,7 @@ def _run(paths: Sequence[str], config: RunConfig,
                     ready[i] = hit
         todo = [i for i, (step, _) in enumerate(screened) if step != _SKIP and i not in ready]
         processed = pool.map(_process_task, [(files[i], config, facts) for i in todo], _process_crashed,
-                             weight=_file_weight)
+                             weight=_file_weight, batch_under=LIGHT_FILE)
         for i, (d, (step, early)) in enumerate(zip(files, screened)):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
@@ -733,6 +734,7 @@ class _KeptBytes(Dict[int, bytes]):
             self.total += len(data)
 
 
+LIGHT_FILE = 4096  # files lighter than this go to pass-1 and pass-2 workers a few at a time (FilePool.map)
 SCREEN_CHUNK = 128  # at most this many files per screening task in the pool (4 tasks per worker at least)
 MIN_POOL_SCREEN = 256  # fewer files to screen than this are screened in this process
 

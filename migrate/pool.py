@@ -35,6 +35,39 @@ def _nothing() -> None:
     """The task that starts an idle pool's workers."""
 
 
+def _each(fn: Callable[[T], R], items: Sequence[T]) -> List[R]:
+    """A worker's task for a batch of light items."""
+    return [fn(item) for item in items]
+
+
+BATCH_MAX = 8  # light items per task at most
+
+
+def _light_batches(order: List[int], weights: List[float], under: float, jobs: int) -> List[List[int]]:
+    """`order` (heaviest first) as tasks: each item of `under` bytes or more alone, the lighter ones
+    in runs of up to BATCH_MAX that weigh under `under` together; the light ones are left alone when
+    they are too few to keep every worker busy with several tasks."""
+    light = sum(1 for w in weights if w < under)
+    if light < 4 * jobs * 2:
+        return [[i] for i in order]
+    size = max(1, min(BATCH_MAX, light // (4 * jobs)))
+    units: List[List[int]] = []
+    run: List[int] = []
+    total = 0.0
+    for i, w in zip(order, weights):
+        if w >= under:
+            units.append([i])
+            continue
+        if run and (len(run) == size or total + w >= under):
+            units.append(run)
+            run, total = [], 0.0
+        run.append(i)
+        total += w
+    if run:
+        units.append(run)
+    return units
+
+
 def _context() -> Any:
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -87,13 +120,17 @@ class FilePool:
         return self._executor
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],
-            weight: Optional[Callable[[T], float]] = None, parallel: Optional[bool] = None) -> Iterator[R]:
+            weight: Optional[Callable[[T], float]] = None, parallel: Optional[bool] = None,
+            batch_under: float = 0.0) -> Iterator[R]:
         """`fn(item)` for each item, yielded in input order as results become available.
 
         `fn` must be a module-level function (it is pickled by reference) and must not raise. With
         `weight`, the heaviest items are submitted first (a few large files then do not end the run
         on one busy worker while the others idle); results still come back in input order.
-        `parallel` overrides `parallel_for` (for items that are batches of files).
+        `parallel` overrides `parallel_for` (for items that are batches of files). With `weight`,
+        items lighter than `batch_under` go to workers a few at a time (`_light_batches`: each task
+        costs a round trip, as much as a small file's rewrite); once a worker dies every item goes
+        alone, so that the one that kills it can be found.
         """
         if parallel is None:
             total = sum(weight(item) for item in items) if weight is not None and len(items) < self.min_items \
@@ -113,13 +150,21 @@ class FilePool:
                 breaks = 0
             else:
                 order = todo if weight is None else sorted(todo, key=lambda i: -weight(items[i]))  # type: ignore[misc]
-                futures = self._submit(fn, items, order)
-                broke = len(futures) < len(order)
-                for i in sorted(futures):  # input order; the other workers' results outlive a death
+                units = _light_batches(order, [weight(items[i]) for i in order], batch_under, self.jobs) \
+                    if weight is not None and batch_under and not self._crashed else [[i] for i in order]
+                futures = self._submit(fn, items, units)
+                broke = len(futures) < len(units)
+                for key in sorted(futures):  # input order; the other workers' results outlive a death
                     try:
-                        done[i] = futures[i].result()
+                        result = futures[key].result()
                     except BrokenProcessPool:
                         broke = True
+                        continue
+                    unit = units[key]
+                    if len(unit) == 1:
+                        done[unit[0]] = result
+                    else:
+                        done.update(zip(unit, result))
                     while out in done:
                         yield done.pop(out)
                         out += 1
@@ -132,14 +177,16 @@ class FilePool:
                 yield done.pop(out)
                 out += 1
 
-    def _submit(self, fn: Callable[[T], R], items: Sequence[T], order: List[int]) -> Dict[int, Any]:
-        """Futures for `order`, submitted in that order; those a worker's death stopped from being
-        submitted are missing."""
-        executor = self._start(len(order))
+    def _submit(self, fn: Callable[[T], R], items: Sequence[T], units: List[List[int]]) -> Dict[int, Any]:
+        """Futures by position in `units` (lists of item positions; a unit of several is one task that
+        returns their results in a list), keyed by the unit's first item and submitted in `units`'
+        order; those a worker's death stopped from being submitted are missing."""
+        executor = self._start(len(units))
         futures: Dict[int, Any] = {}
         try:
-            for i in order:
-                futures[i] = executor.submit(fn, items[i])
+            for k, unit in enumerate(units):
+                futures[k] = executor.submit(fn, items[unit[0]]) if len(unit) == 1 else \
+                    executor.submit(_each, fn, [items[i] for i in unit])
         except BrokenProcessPool:
             pass
         return futures

@@ -176,6 +176,37 @@ def test_after_a_worker_died_even_a_small_batch_runs_in_workers():
         assert os.getpid() not in pool.map(_pid, [7, 8], lambda i: None)
 
 
+def test_light_items_go_to_workers_a_few_at_a_time_and_a_crash_among_them_is_still_pinned():
+    """Small files share a task (a round trip costs about what a small file's rewrite does); a worker
+    killed by one of them sends every item back alone, so the report names that one."""
+    from migrate.pool import FilePool
+    items = list(range(40))
+    with FilePool(2) as pool:
+        out = list(pool.map(_double_in_a_worker, items, lambda i: None, weight=lambda i: 1, batch_under=100))
+    assert [o[0] for o in out] == [i * 2 for i in items]
+    assert all(pid != os.getpid() for _, pid in out) and len({pid for _, pid in out}) <= 2
+    with FilePool(2) as pool:
+        out = list(pool.map(_crash_on_7, items, lambda i: ("crashed", i), weight=lambda i: 1, batch_under=100))
+    assert out[7] == ("crashed", 7)
+    assert [o for i, o in enumerate(out) if i != 7] == [i * 2 for i in items if i != 7]
+
+
+def test_light_batches_keep_heavy_items_alone_and_light_ones_in_short_runs():
+    from migrate.pool import BATCH_MAX, _light_batches
+    order = list(range(100))
+    weights = [5000.0] * 3 + [100.0] * 97
+    units = _light_batches(order, weights, 4096, 2)
+    assert units[:3] == [[0], [1], [2]]
+    assert [i for u in units for i in u] == order  # every item once, in submission order
+    assert all(len(u) <= BATCH_MAX and sum(weights[i] for i in u) < 4096 for u in units[3:])
+    assert len(units) < 40
+    assert _light_batches(order[:10], [1.0] * 10, 4096, 2) == [[i] for i in range(10)]  # too few to share
+
+
+def _double_in_a_worker(i):
+    return i * 2, os.getpid()
+
+
 def _crash_on_7(i):
     if i == 7:
         os._exit(3)
