@@ -125,14 +125,15 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     existing = [p for p in paths if os.path.lexists(p)]
     result = None
     if existing:
-        n_files = 0
-        if wants_progress(PROGRESS_PROBE, quiet):
-            from .discovery import discover
-            n_files = sum(1 for _ in discover(existing, config.excludes))
         from . import scout
         # the scout walks and screens the tree on another core while this process imports libcst
+        # (started first: on a terminal the progress bar's count walks the tree here meanwhile)
         started = scout.start(existing, config.excludes, config.jobs, config.cache_dir is not None, config.prefilter)
         try:
+            n_files = 0
+            if wants_progress(PROGRESS_PROBE, quiet):
+                from .discovery import discover
+                n_files = sum(1 for _ in discover(existing, config.excludes))
             from .engine import run
             with progress(n_files, wants_progress(n_files, quiet)) as on_result:
                 result = run(existing, config, on_result=on_result, scout=started)
