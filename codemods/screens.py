@@ -56,6 +56,11 @@ HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
                                IMPORTS, HAZARDS)
 
+# The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
+# a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
+BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
+                               MANUAL_SCALING, HAZARDS)
+
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(
     rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"

@@ -607,6 +607,10 @@ def _run(paths: Sequence[str], config: RunConfig,
     cold = cache is None or not cache.entries
     scouted = None
     if scout is not None:
+        if cold and config.prefilter:
+            # the scout is most likely still at work: the codemods are imported while it finishes,
+            # here, once, instead of in each worker after it
+            _warm_worker()
         scouted = scout.collect(paths, config.excludes, cache is not None) if config.prefilter else None
         scout.close()
     with FilePool(config.jobs, initializer=_warm_worker) as pool:
@@ -720,13 +724,21 @@ def _open_cache(config: RunConfig) -> Any:
 
 
 class _KeptBytes(Dict[int, bytes]):
-    """File bytes by position in the run, while they add up to at most LIMIT bytes."""
+    """File bytes by position in the run, while they add up to at most LIMIT bytes; `get` falls back
+    on `backing`, the bytes the scout read (`migrate.scout.SharedBytes`), when the run has them."""
 
     LIMIT = 32_000_000
 
     def __init__(self) -> None:
         super().__init__()
         self.total = 0
+        self.backing: Any = None
+
+    def get(self, i: int, default: Optional[bytes] = None) -> Optional[bytes]:  # type: ignore[override]
+        data = super().get(i)
+        if data is None and self.backing is not None:
+            data = self.backing.get(i)
+        return default if data is None else data
 
     def keep(self, i: int, data: bytes) -> None:
         if self.total + len(data) <= self.LIMIT:
@@ -753,6 +765,7 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
     if scouted is not None:
         check = []
         skipped, wanted = set(scouted.skipped), set(scouted.wanted)
+        kept.backing = scouted.data
         # the scout screened under every rule: with such a selection its verdicts are the screen's own
         exact = getattr(config.select, "takes_every_rule", lambda: False)() and not config.per_file_ignores
         for i in sorted(skipped.union(wanted, scouted.kept)):
@@ -761,12 +774,11 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
                 keys[i] = _cache_key(files[i], digest)
                 hit = cache.get(keys[i], "screen")
                 if hit is not None:
-                    screened[i] = _kept_screen(hit, files[i], i, scouted.data.get(i), kept)
+                    screened[i] = hit
                     continue
             if i in skipped or exact and i in wanted:
                 screened[i] = (_SKIP if i in skipped else _PASS_ONE if files[i].kind == discovery.PYTHON
                                else _REWRITE, None)
-                screened[i] = _kept_screen(screened[i], files[i], i, scouted.data.get(i), kept)
                 if digest is not None:
                     cache.put(keys[i], "screen", screened[i])
             else:
@@ -919,7 +931,7 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
     for i, fr in early.items():
         # its own module's functions, unless another file (a.py beside a/__init__.py) shares the name
         own = tuple(k for k in published[i].scaler_functions if publishers[k] == 1) if i in published else ()
-        data = (data_of or {}).get(i)
+        data = data_of.get(i) if data_of is not None else None
         if data is None:
             try:
                 data = read_bytes(files[i].path)

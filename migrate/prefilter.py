@@ -364,7 +364,7 @@ def wanted_by_some(data: bytes, module_name: str = "") -> bool:
     present = Present(data)
     if not coarse(data, present):
         return False
-    return any(codemod_wanted(s, data, module_name, None, present) for s in screens.SCREENS)
+    return any(codemod_wanted(s, data, module_name, None, present) for s in screens.BY_COST)
 
 
 @functools.lru_cache(maxsize=8)

@@ -16,20 +16,22 @@ there, failed, or did not finish before `collect` (the files it did not reach ar
 """
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import select
 import signal
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import discovery
 from .fileio import SourceError, decode_error, read_bytes
 
 _STOP_EVERY = 32  # files read between two looks for the stop signal
 _STOP_EVERY_SECOND = 4  # files screened by the codemods' screens between two looks
-# The run reads every Python file's bytes again after pass 1 when pass 1 published facts (call sites
-# in files no codemod wanted): the scout sends them, as the engine's own screen keeps them.
+# The run reads Python files' bytes again after pass 1 when pass 1 published facts (call sites in
+# files no codemod wanted, imports of what it removed): the scout leaves them in shared memory, as
+# the engine's own screen keeps them.
 DATA_LIMIT = 32_000_000
 
 
@@ -43,7 +45,8 @@ class Scouted:
     wanted: List[int] = field(default_factory=list)  # files the codemods' screens want, under every rule
     kept: List[int] = field(default_factory=list)  # Python files with a token, not screened further
     digests: Dict[int, bytes] = field(default_factory=dict)  # cache.digest of the bytes screened, with a cache
-    data: Dict[int, bytes] = field(default_factory=dict)  # Python files' bytes, up to DATA_LIMIT in all
+    spans: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # Python files' bytes in the shared memory
+    data: Any = field(default_factory=dict)  # their bytes by position (`get`): a SharedBytes once collected
 
     @property
     def reached(self) -> int:
@@ -77,6 +80,18 @@ def screen(d: discovery.Discovered, data: bytes) -> Tuple[str, Optional[str]]:
     return ("error", message) if verdict == "error" else ("skip", None)
 
 
+class SharedBytes:
+    """The bytes of the files the scout read, by position, from the memory it shares with this
+    process: each file's bytes are copied out only when asked for."""
+
+    def __init__(self, shared: mmap.mmap, spans: Dict[int, Tuple[int, int]]):
+        self.shared, self.spans = shared, spans
+
+    def get(self, i: int, default: Optional[bytes] = None) -> Optional[bytes]:
+        span = self.spans.get(i)
+        return default if span is None else self.shared[span[0]:span[1]]
+
+
 class Scout:
     """A forked child that walks `paths` and screens the files it finds (see the module docstring)."""
 
@@ -90,6 +105,10 @@ class Scout:
         digest = None
         if with_digests:
             from .cache import digest
+        try:  # where the child leaves the bytes it read (pages are taken only as they are written)
+            self._shared: Optional[mmap.mmap] = mmap.mmap(-1, DATA_LIMIT)
+        except (OSError, ValueError):
+            self._shared = None
         fds: List[int] = []
         try:
             fds.extend(os.pipe())
@@ -104,7 +123,7 @@ class Scout:
             try:
                 os.close(result_r)
                 os.close(stop_w)
-                _child(paths, excludes, digest, result_w, stop_r)
+                _child(paths, excludes, digest, result_w, stop_r, self._shared)
             finally:
                 os._exit(1)
         os.close(result_w)
@@ -137,6 +156,8 @@ class Scout:
             self.close()
         if not isinstance(found, Scouted) or self.key != (list(paths), list(excludes), with_digests):
             return None
+        if self._shared is not None:
+            found.data = SharedBytes(self._shared, found.spans)
         return found
 
     def close(self) -> None:
@@ -160,7 +181,7 @@ class Scout:
 
 
 def _child(paths: Sequence[str], excludes: Sequence[str], digest: Optional[Callable[[bytes], bytes]], out: int,
-           stop: int) -> None:
+           stop: int, shared: Optional[mmap.mmap] = None) -> None:
     """The scout's whole life: walk, screen until told to stop (hashing with `digest`, when given),
     send the findings, exit."""
     status = 0
@@ -189,8 +210,9 @@ def _child(paths: Sequence[str], excludes: Sequence[str], digest: Optional[Calla
             {"skip": found.skipped, "want": found.wanted, "keep": found.kept}[verdict].append(i)
             if verdict == "keep":
                 second.append((i, data))
-            if d.kind == discovery.PYTHON and kept_bytes + len(data) <= DATA_LIMIT:
-                found.data[i] = data
+            if shared is not None and d.kind == discovery.PYTHON and kept_bytes + len(data) <= DATA_LIMIT:
+                shared[kept_bytes:kept_bytes + len(data)] = data
+                found.spans[i] = (kept_bytes, kept_bytes + len(data))
                 kept_bytes += len(data)
             if digest is not None:
                 found.digests[i] = digest(data)

@@ -55,6 +55,7 @@ def test_the_screens_are_the_registry_codemods_own():
     from codemods import screens
     from codemods.registry import CODEMODS
     assert [s.NAME for s in screens.SCREENS] == [cm.NAME for cm in CODEMODS]
+    assert sorted(screens.BY_COST, key=screens.SCREENS.index) == list(screens.SCREENS)
     for s, cm in zip(screens.SCREENS, CODEMODS):
         assert cm.PREFILTER is s.PREFILTER, cm.NAME
         assert getattr(cm, "wants", None) is s.wants, cm.NAME
@@ -163,6 +164,10 @@ def test_what_the_scout_found(tree):
     assert {"bad/syntax.py", "launch/run.sh", "hazard/half.py"} <= wanted  # apex, a file not Python, hazards
     assert found.kept == []  # a finished scout took a second look at every file with a token
     assert found.reached == len(found.files)
+    # the bytes it read, in the memory it shares with this process: every Python file it could read
+    readable = [i for i, d in enumerate(found.files) if d.kind == "python" and i not in found.errors]
+    assert readable and all(found.data.get(i) == read_bytes(found.files[i].path) for i in readable)
+    assert found.data.get(next(iter(found.errors))) is None
 
 
 def test_a_scout_made_for_other_settings_is_not_used(tree):
