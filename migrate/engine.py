@@ -607,12 +607,14 @@ def _run(paths: Sequence[str], config: RunConfig,
     cold = cache is None or not cache.entries
     scouted = None
     if scout is not None:
-        if cold and config.prefilter:
-            # the scout is most likely still at work: the codemods are imported while it finishes,
-            # here, once, instead of in each worker after it
-            _warm_worker()
-        scouted = scout.collect(paths, config.excludes, cache is not None) if config.prefilter else None
-        scout.close()
+        try:
+            if cold and config.prefilter:
+                # the scout is most likely still at work: the codemods are imported while it finishes,
+                # here, once, instead of in each worker after it
+                _warm_worker()
+            scouted = scout.collect(paths, config.excludes, cache is not None) if config.prefilter else None
+        finally:
+            scout.close()
     with FilePool(config.jobs, initializer=_warm_worker) as pool:
         if scouted is not None:
             files = scouted.files

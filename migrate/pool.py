@@ -154,7 +154,8 @@ class FilePool:
                     if weight is not None and batch_under and not self._crashed else [[i] for i in order]
                 futures = self._submit(fn, items, units)
                 broke = len(futures) < len(units)
-                for key in sorted(futures):  # input order; the other workers' results outlive a death
+                # in input order (a unit by its first item); the other workers' results outlive a death
+                for key in sorted(futures, key=lambda k: min(units[k])):
                     try:
                         result = futures[key].result()
                     except BrokenProcessPool:
@@ -178,9 +179,9 @@ class FilePool:
                 out += 1
 
     def _submit(self, fn: Callable[[T], R], items: Sequence[T], units: List[List[int]]) -> Dict[int, Any]:
-        """Futures by position in `units` (lists of item positions; a unit of several is one task that
-        returns their results in a list), keyed by the unit's first item and submitted in `units`'
-        order; those a worker's death stopped from being submitted are missing."""
+        """Futures keyed by position in `units` (lists of item positions; a unit of several is one task
+        that returns their results in a list), submitted in `units`' order; those a worker's death
+        stopped from being submitted are missing."""
         executor = self._start(len(units))
         futures: Dict[int, Any] = {}
         try:
