@@ -48,7 +48,7 @@ def test_worker_crash_is_reported_not_hung(tmp_path):
 
 
 def _wait_for_marker(item):
-    """The last item waits (at most 20 s) for the marker the first item's follow-up writes."""
+    """The last item waits (at most 20 s) for the marker the first item's follow-up (or the test) writes."""
     i, marker, last = item
     if i == last:
         import time
@@ -318,28 +318,15 @@ def test_screening_chunks_start_small_and_cover_every_file():
         assert all(0 < b - a <= size for a, b in chunks)
 
 
-def _heavy_waits_for_the_first_result(item):
-    """Item 19 (the heaviest) waits, at most 20 s, for the marker the test writes once it holds the
-    first result."""
-    i, marker = item
-    if i == 19:
-        import time
-        deadline = time.monotonic() + 20
-        while not os.path.exists(marker) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return i, os.path.exists(marker)
-    return i, None
-
-
 def test_weighted_results_stream_in_input_order_while_the_heavy_item_runs(tmp_path):
     """The heaviest item goes first, but the others' results are handed on as they come (to a
     progress bar, to the cache), not after it."""
     from migrate.pool import FilePool
     marker = tmp_path / "first-result"
-    items = [(i, str(marker)) for i in range(20)]
+    items = [(i, str(marker), 19) for i in range(20)]  # the heaviest waits for the first result
     with FilePool(2) as pool:
-        stream = pool.map(_heavy_waits_for_the_first_result, items, lambda t: None,
-                          weight=lambda t: 100 if t[0] == 19 else 1, parallel=True)
+        stream = pool.map(_wait_for_marker, items, lambda t: None, weight=lambda t: 100 if t[0] == 19 else 1,
+                          parallel=True)
         assert next(stream) == (0, None)
         marker.write_text("")
         rest = list(stream)
