@@ -571,8 +571,8 @@ def run(paths: Sequence[str], config: RunConfig,
     """Process every file under `paths`; results come back (and stream to `on_result`) in path order.
 
     Every file is read and screened from its bytes (by the scout, in the workers of a big run, or
-    in this process); only the files that need libcst are parsed, in worker processes when there are enough of them (`config.jobs`),
-    in-process otherwise. Pass 1 rewrites the files a fact-publishing codemod wants and gathers
+    in this process); only the files that need libcst are parsed, in worker processes when there are
+    enough of them (`config.jobs`), in-process otherwise. Pass 1 rewrites the files a fact-publishing codemod wants and gathers
     their facts; pass 2 rewrites the other files, and again those of pass 1 that name a fact
     another file published. Each file is parsed once unless it is rewritten again in pass 2.
 
@@ -760,8 +760,9 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
     they are many (a big tree with few candidates spends its time here), in this process otherwise.
     In the pool, the pass-1 rewrite of each candidate starts as soon as its chunk is screened, while
     the other chunks still are; those results land in `early` (by file position). `scouted`: the
-    screen `migrate.scout` made of the first files, under every rule: the files it kept are screened
-    again only under a narrower selection."""
+    screen `migrate.scout` made of the first files, under every rule: its verdicts stand under a
+    selection that takes every rule; the files it wanted are screened again under a narrower one,
+    and those it left at their tokens (`Scouted.kept`) always are."""
     screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
     check: List[int] = list(range(len(files)))
     if scouted is not None:

@@ -132,14 +132,17 @@ class FilePool:
         costs a round trip, as much as a small file's rewrite); once a worker dies every item goes
         alone, so that the one that kills it can be found.
         """
+        weights: Optional[List[float]] = None  # each item's, worked out once (a stat per file)
         if parallel is None:
-            total = sum(weight(item) for item in items) if weight is not None and len(items) < self.min_items \
-                else 0.0
-            parallel = self.parallel_for(len(items), total)
+            if weight is not None and len(items) < self.min_items:
+                weights = [weight(item) for item in items]
+            parallel = self.parallel_for(len(items), sum(weights) if weights else 0.0)
         if not parallel or self.jobs < 2:
             for item in items:
                 yield fn(item)
             return
+        if weight is not None and weights is None:
+            weights = [weight(item) for item in items]
         done: Dict[int, Any] = {}
         todo = list(range(len(items)))
         out = 0
@@ -149,9 +152,9 @@ class FilePool:
                 done.update(self._isolate(fn, items, todo, on_crash))
                 breaks = 0
             else:
-                order = todo if weight is None else sorted(todo, key=lambda i: -weight(items[i]))  # type: ignore[misc]
-                units = _light_batches(order, [weight(items[i]) for i in order], batch_under, self.jobs) \
-                    if weight is not None and batch_under and not self._crashed else [[i] for i in order]
+                order = todo if weights is None else sorted(todo, key=lambda i: -weights[i])  # type: ignore[index]
+                units = _light_batches(order, [weights[i] for i in order], batch_under, self.jobs) \
+                    if weights is not None and batch_under and not self._crashed else [[i] for i in order]
                 futures = self._submit(fn, items, units)
                 broke = len(futures) < len(units)
                 # in input order (a unit by its first item); the other workers' results outlive a death

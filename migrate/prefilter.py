@@ -277,16 +277,21 @@ REFINEMENTS: Dict[str, Dict[bytes, Refinement]] = {
 }
 
 
-def fact_names(facts: Optional[RepoFacts]) -> Set[bytes]:
-    """Names pass 1 published for other files (functions that now take a scaler, spawn entries)."""
-    if not facts:
-        return set()
-    names = set()
+def _published_names(facts: RepoFacts) -> Set[str]:
+    """The names other files' call sites spell: the functions that now take a scaler, spawn entries."""
+    names: Set[str] = set()
     for funcs in facts.scaler_functions.values():
         names.update(funcs)
     for key in facts.spawn_entries:
         names.add(str(key).rsplit(".", 1)[-1])
-    return {n.encode("utf-8") for n in names if n}
+    return names
+
+
+def fact_names(facts: Optional[RepoFacts]) -> Set[bytes]:
+    """Names pass 1 published for other files (functions that now take a scaler, spawn entries)."""
+    if not facts:
+        return set()
+    return {n.encode("utf-8") for n in _published_names(facts) if n}
 
 
 def codemod_wanted(cm: "Codemod | screens.Screen", data: bytes, module_name: str = "",
@@ -424,9 +429,7 @@ def fact_needles(facts: Optional[RepoFacts]) -> Tuple[bytes, ...]:
     name worked out."""
     if not facts:
         return ()
-    names = [f for funcs in facts.scaler_functions.values() for f in funcs]
-    names += [str(key).rsplit(".", 1)[-1] for key in facts.spawn_entries]  # an empty one: in every file
-    needles = {n.encode("utf-8") for n in names}
+    needles = {n.encode("utf-8") for n in _published_names(facts)}  # an empty name: in every file
     if facts.unmigrated_amp:
         needles.add(b"initialize")
     return tuple(sorted(needles))

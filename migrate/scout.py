@@ -7,8 +7,9 @@ the ones it cannot read or decode, and screens each Python file with the codemod
 (`codemods.screens`, read through `prefilter.wanted_by_some`: their tokens and exact second stages,
 which import no libcst) under every selection: a file no codemod can want is dropped. The engine
 takes the walk from it. Under a selection that takes every rule (the default) the scout's screen
-is the engine's own, and the files it kept (`Scouted.kept`) go straight to their passes; under a
-narrower one the engine screens them again.
+is the engine's own, and the files it wanted (`Scouted.wanted`) go straight to their passes; under a
+narrower one the engine screens them again. It leaves the Python files' bytes in memory shared
+with the engine (`SharedBytes`).
 
 The scout is a shortcut, never a second opinion: the engine uses its answer only when it was made
 for the same paths, excludes and cache setting, and does the whole job itself when the scout is not
