@@ -186,6 +186,8 @@ class _Apply(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
                  ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
+        if updated_node is original_node and self.needed is not None and id(original_node) not in self.needed:
+            return original_node  # a subtree no edit reaches (left unvisited) stays the very same node
         func = getattr(self, f"leave_{type(original_node).__name__}", None)
         if func is not None:
             updated_node = func(original_node, updated_node)

@@ -41,3 +41,18 @@ def test_without_nested_edits_the_replacement_is_used_as_built():
     new = cst.parse_expression("c()")
     plan.replace_node[outer] = new
     assert apply_plan(module, plan).code == "c()\n"
+
+
+def test_what_no_edit_reaches_stays_the_same_node():
+    """Blocks and statements outside the edited paths come back as the very same objects, so a later
+    index of the new tree copies their entries from the old one instead of generating them again."""
+    module = cst.parse_module("def f():\n    if a(1):\n        b()\n    c()\n\ndef g():\n    d()\n")
+    f, g = module.body
+    test = _calls(module)[0]  # a(1), the `if`'s test: the `if` is edited, its block is not
+    plan = EditPlan()
+    plan.replace_node[test] = test.with_changes(func=cst.Name("e"))
+    new = apply_plan(module, plan)
+    assert new.code == "def f():\n    if e(1):\n        b()\n    c()\n\ndef g():\n    d()\n"
+    assert new.body[1] is g
+    assert new.body[0].body.body[0].body is f.body.body[0].body
+    assert new.body[0].body.body[1] is f.body.body[1]

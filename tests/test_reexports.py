@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from migrate import reexports
 from migrate.reexports import imported_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,7 +103,7 @@ def test_rerun_from_the_cache_keeps_the_reexport(tmp_path):
     assert first.stdout == second.stdout
 
 
-@pytest.mark.parametrize("path,text,found", [
+SPELLINGS = [
     ("user.py", "from pkg.modeling import BertLayerNorm, gelu\n", {"BertLayerNorm"}),
     ("pkg/heads.py", "from .modeling import (\n    BertLayerNorm,\n    gelu,\n)\n", {"BertLayerNorm"}),
     ("pkg/sub/x.py", "from ..modeling import BertLayerNorm as LN\n", {"BertLayerNorm"}),
@@ -112,8 +113,25 @@ def test_rerun_from_the_cache_keeps_the_reexport(tmp_path):
     ("user.py", "import pkg.modeling\nx = args.BertLayerNorm\n", set()),
     ("user.py", "from other.modeling import BertLayerNorm\n", set()),
     ("user.py", "from pkg import modeling\n", set()),
-])
+]
+
+
+@pytest.mark.parametrize("path,text,found", SPELLINGS)
 def test_imported_names_reads_each_import_spelling(tmp_path, path, text, found):
     _tree(tmp_path, {"pkg/__init__.py": "", "pkg/sub/__init__.py": "", path: text})
     got = imported_names(str(tmp_path / path), text.encode(), "pkg.modeling", {"BertLayerNorm", "amp"})
     assert got == found
+
+
+@pytest.mark.parametrize("path,text,found", SPELLINGS)
+def test_a_run_that_dropped_imports_in_many_modules_finds_the_same_importers(tmp_path, path, text, found):
+    """Past a few modules, files are screened by their import lines' words instead of one search per
+    module: the importers found must not change."""
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/sub/__init__.py": "", path: text})
+    root = str(tmp_path)
+    dropped = {f"{root}::pkg.modeling": ["BertLayerNorm", "amp"]}
+    for few in (True, False):
+        extra = 0 if few else reexports._FEW_TAILS + 4
+        many = {**dropped, **{f"{root}::pkg.unrelated{k}": ["FusedAdam"] for k in range(extra)}}
+        hits = reexports._scan([(str(tmp_path / path), text.encode())], many, {})
+        assert {name for key, name, _ in hits if key.endswith("pkg.modeling")} == found
