@@ -18,7 +18,7 @@ from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .importing import add_helper_function, ensure_imports
-from .walk import iter_nodes
+from .walk import Visitor, iter_nodes
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code, sole_call)
 
@@ -855,7 +855,7 @@ class _Analysis:
 
         anchors = self._step_anchors  # step call -> the loop over the optimizers it sits in
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_Call(self, n: cst.Call) -> None:
                 f = n.func
                 if not (isinstance(f, cst.Attribute) and f.attr.value == "step"):
@@ -963,7 +963,7 @@ class _Analysis:
         clips: List[cst.Call] = []
         outer = self
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_Call(self, n: cst.Call) -> None:
                 d = dotted_name(n.func) or ""
                 reads_master = any(isinstance(a.value, cst.Call) and outer.is_amp(a.value.func, "master_params")
@@ -1179,7 +1179,7 @@ class _Analysis:
         table = self.table
         outer = self
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_Decorator(self, n: cst.Decorator) -> None:
                 d = n.decorator.func if isinstance(n.decorator, cst.Call) else n.decorator
                 for q in table.qualified_names(d):
@@ -1297,7 +1297,7 @@ class _Analysis:
     def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
         out: Dict[str, List[cst.FunctionDef]] = {}
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
                 out.setdefault(n.name.value, []).append(n)
 
@@ -1309,7 +1309,7 @@ class _Analysis:
         is_method = self.class_of(f) is not None
         sites: List[cst.Call] = []
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_Call(self, n: cst.Call) -> None:
                 fn = n.func
                 if not is_method and isinstance(fn, cst.Name) and fn.value == name:
@@ -1331,7 +1331,7 @@ class _Analysis:
         table = self.table
         params = self._cross_params
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_Call(self, n: cst.Call) -> None:
                 hit = table.qualified_names(n.func) & set(targets)
                 if hit:

@@ -16,7 +16,7 @@ from . import screens
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary
 from .index import ModuleIndex
-from .walk import iter_nodes
+from .walk import Visitor, iter_nodes
 from .names import ImportTable, assigned_names, code_of, dotted_name
 
 # -- rules ---------------------------------------------------------------------------------------
@@ -563,7 +563,7 @@ def _classes_tuple(classinfo: cst.Tuple, new_of: Dict[int, cst.BaseExpression]) 
     return classinfo.with_changes(elements=kept)
 
 
-class _Run(cst.CSTVisitor):
+class _Run(Visitor):
     """Walks calls and class bases once, planning rewrites and reporting findings."""
 
     def __init__(self, res: Resolver, ctx: FileContext):

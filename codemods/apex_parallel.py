@@ -17,6 +17,7 @@ from .edits import EditPlan, apply_plan
 from .importing import add_helper_function, ensure_imports
 from .index import ModuleIndex, parent_mapping, positions_of
 from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr
+from .walk import Visitor
 
 DDP_TORCH = "torch.nn.parallel.DistributedDataParallel"
 SYNCBN_TORCH = "torch.nn.SyncBatchNorm"
@@ -262,7 +263,7 @@ def _line(positions, node: cst.CSTNode) -> int:
     return pos.start.line if pos is not None else 0
 
 
-class _Refs(cst.CSTVisitor):
+class _Refs(Visitor):
     """Every call to, and every reference of, an apex.parallel name."""
 
     def __init__(self, table: ImportTable):
@@ -603,7 +604,7 @@ class ApexParallelToTorchDDP(Codemod):
                 if p.name.value in LOCAL_RANK_ATTRS:
                     params.append(cst.Name(p.name.value))
 
-        class V(cst.CSTVisitor):
+        class V(Visitor):
             def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
                 return n is scope
 
@@ -707,7 +708,7 @@ def _is_simple_device_expr(e: cst.BaseExpression) -> bool:
     """Names, attributes, subscripts and arithmetic on them: safe to repeat in device_ids=[...]."""
     ok = True
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def visit_Call(self, n: cst.Call) -> bool:
             nonlocal ok
             f = dotted_name(n.func)

@@ -16,6 +16,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
+from .walk import Transformer, Visitor
+
 StmtList = List[cst.BaseStatement]
 
 
@@ -71,7 +73,7 @@ def contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         return True
     found = False
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
             nonlocal found
             if node is inner:
@@ -168,7 +170,7 @@ def _pass_stmt() -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine(body=[cst.Pass()])
 
 
-class _Apply(cst.CSTTransformer):
+class _Apply(Transformer):
     def __init__(self, plan: EditPlan, needed: Optional[set] = None):
         super().__init__()
         self.plan = plan
@@ -396,7 +398,7 @@ def _with_edits(replacement: cst.CSTNode, edited: _Edited) -> cst.CSTNode:
     return replacement.visit(_Substitute(edited)) if edited else replacement
 
 
-class _Substitute(cst.CSTTransformer):
+class _Substitute(Transformer):
     """Swap nodes (by identity) for their edited versions, outermost first."""
 
     def __init__(self, edited: Dict[int, Tuple[cst.CSTNode, cst.CSTNode]]):
@@ -458,7 +460,7 @@ def _as_elif(stmts: List[cst.CSTNode]) -> Union[cst.If, cst.Else, cst.RemovalSen
 _CONTINUATION = re.compile(r"\\\r?\n")
 
 
-class _ContinuationIndent(cst.CSTTransformer):
+class _ContinuationIndent(Transformer):
     def __init__(self, extra: str):
         super().__init__()
         self.extra = extra

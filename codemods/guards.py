@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from .names import ImportTable, dotted_name
+from .walk import Transformer
 
 
 def apex_locals(table: ImportTable) -> Set[str]:
@@ -84,7 +85,7 @@ def _const(node: cst.BaseExpression) -> Optional[bool]:
     return None
 
 
-class FoldApexGuards(cst.CSTTransformer):
+class FoldApexGuards(Transformer):
     """Replace apex flags / `amp is (not) None` by constants and simplify boolean expressions."""
 
     def __init__(self, flags: Set[str], locals_: Set[str]):

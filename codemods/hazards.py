@@ -17,6 +17,7 @@ from .base import WARNING, Codemod, FileContext, rule
 from .hazard_bytes import AUTOCAST_OR_SCALER, CLIP_FUNCS, FP16_CASTS, FP16_MAX, MASK_FUNCS, MIXED_PRECISION
 from .index import ModuleIndex, positions_of
 from .names import code_of, dotted_name, literal_number
+from .walk import Visitor
 
 FP16_TINY = 6e-8       # smallest fp16 subnormal is ~5.96e-8: anything below rounds to 0
 FP16_INV_TINY = 1.5e-5  # 1/eps above 65504 overflows
@@ -281,7 +282,7 @@ def _leave(lint: "_Lint", node: cst.CSTNode) -> None:
 _VISITED_SET = frozenset(_VISITED)
 
 
-class _Lint(cst.CSTVisitor):
+class _Lint(Visitor):
     def __init__(self, ctx: FileContext, wrapper: cst.MetadataWrapper, autocast_file: bool, fp16_file: "FileText"):
         self.ctx = ctx
         self.wrapper = wrapper

@@ -22,7 +22,7 @@ from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, reho
 from .index import ModuleIndex
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
-from .walk import iter_nodes
+from .walk import Visitor, iter_nodes
 
 FP16_UTILS_EXPORTS = {
     "FP16_Optimizer", "FP16Model", "network_to_half", "tofp16", "BN_convert_float", "prep_param_lists",
@@ -641,7 +641,7 @@ def _apex_probes(module: cst.Module, table: ImportTable) -> Dict[str, cst.CSTNod
 def _mentions_apex(node: cst.CSTNode) -> bool:
     found = False
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def visit_SimpleString(self, n: cst.SimpleString) -> None:
             nonlocal found
             if "apex" in n.value.lower():
@@ -672,7 +672,7 @@ def _unwrap_install_guards(module: cst.Module, ctx: FileContext, report: bool = 
         return module
     plan = EditPlan()
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def visit_Try(self, n: cst.Try) -> None:
             body = n.body.body if isinstance(n.body, cst.IndentedBlock) else []
             if not body or n.orelse or n.finalbody or len(n.handlers) != 1:

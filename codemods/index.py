@@ -24,6 +24,11 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
 
+from . import fast_codegen
+from .walk import Visitor
+
+fast_codegen.install()  # every index is a code generation: its parentheses without a generator each
+
 try:
     from libcst._nodes.internal import CodegenState as _CodegenState
 except ImportError:  # pragma: no cover - a libcst without the private codegen state
@@ -346,7 +351,7 @@ class ModuleIndex:
         return [c for c in self.calls if self.contains(node, c)]
 
 
-class _IndexingVisitor(cst.CSTVisitor):
+class _IndexingVisitor(Visitor):
     """The fallback walk: a plain libcst visitor feeding the same index."""
 
     def __init__(self, index: ModuleIndex):

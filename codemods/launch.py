@@ -25,6 +25,7 @@ from .importing import ensure_imports
 from .index import ModuleIndex, parent_mapping, positions_of
 from .names import (names_read, import_bound_names, ImportTable, arg_by, code_of, dotted_name, literal_number, literal_string,
                     norm_code, parse_expr, parse_stmt)
+from .walk import Visitor
 
 SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
 START_PROCESSES = ("torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.start_processes")
@@ -784,7 +785,7 @@ def _assignments(scope: cst.CSTNode) -> List[cst.Assign]:
     """Assign statements inside `scope`, not descending into nested functions or classes."""
     out: List[cst.Assign] = []
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
             return n is scope
 

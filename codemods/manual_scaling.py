@@ -26,6 +26,7 @@ from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .hazards import FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
+from .walk import Visitor
 
 rule("A2A501", "fp16-optimizer", "apex FP16_Optimizer pattern -> fp32 model + autocast + GradScaler", fixes=True,
      severity=FIX,
@@ -682,7 +683,7 @@ class _Migration:
 def _walk(node: cst.CSTNode) -> List[cst.CSTNode]:
     out: List[cst.CSTNode] = []
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def on_visit(self, n: cst.CSTNode) -> bool:
             out.append(n)
             return True

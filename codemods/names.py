@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 import libcst as cst
 
 from .ast_walk import power_value
-from .walk import children
+from .walk import Visitor, children
 
 
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
@@ -116,7 +116,7 @@ class ImportTable:
                 if any(q == prefix or q.startswith(prefix + ".") for q in qs)]
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(Visitor):
     def __init__(self, table: ImportTable):
         self.table = table
 
@@ -217,7 +217,7 @@ def assigned_names(stmt: cst.CSTNode) -> Set[str]:
 def iter_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
     found: List[cst.Call] = []
 
-    class V(cst.CSTVisitor):
+    class V(Visitor):
         def visit_Call(self, n: cst.Call) -> None:
             found.append(n)
 

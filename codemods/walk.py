@@ -29,16 +29,29 @@ def _field_names(cls: type) -> Tuple[str, ...]:
     return names
 
 
+# type -> whether a field value of that type is a syntax node (a CSTNode, not trivia): one dict
+# lookup per value instead of an isinstance check against libcst's abstract base class
+_SYNTAX: Dict[type, bool] = {}
+
+
+def _is_syntax(t: type) -> bool:
+    known = _SYNTAX.get(t)
+    if known is None:
+        known = _SYNTAX[t] = issubclass(t, cst.CSTNode) and t not in _TRIVIA
+    return known
+
+
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The syntax children of `node` (no whitespace, comments or punctuation), in field order."""
     out: List[cst.CSTNode] = []
+    syntax = _SYNTAX
     for name in _field_names(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if type(value) not in _TRIVIA:
-                out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode) and type(v) not in _TRIVIA)
+        t = type(value)
+        if syntax.get(t) or (t not in syntax and _is_syntax(t)):
+            out.append(value)
+        elif t is list or t is tuple or (t not in syntax and isinstance(value, (list, tuple))):
+            out.extend(v for v in value if syntax.get(type(v)) or (type(v) not in syntax and _is_syntax(type(v))))
     return out
 
 
@@ -51,3 +64,24 @@ def iter_nodes(node: cst.CSTNode, descend: Optional[Callable[[cst.CSTNode], bool
         yield n
         if descend is None or descend(n):
             stack.extend(reversed(children(n)))
+
+
+class Visitor(cst.CSTVisitor):
+    """A libcst visitor without the per-field hooks (`visit_<Node>_<field>`), which libcst looks up
+    by name for every field of every node visited; subclasses define none."""
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+class Transformer(cst.CSTTransformer):
+    """A libcst transformer without the per-field hooks (see `Visitor`)."""
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None

@@ -203,3 +203,43 @@ def test_derived_index_of_real_codemod_stages():
             checked += 1
     ModuleIndex.forget_all()
     assert checked > 100
+
+
+@pytest.mark.parametrize("name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else "")
+def test_plain_parenthesize_generates_what_libcsts_generator_does(name, source):
+    """codemods/fast_codegen.py replaces libcst's `_parenthesize` generator: the code, libcst's own
+    positions and the index's positions must be the ones libcst's method gives."""
+    from codemods import fast_codegen
+    if fast_codegen.ORIGINAL is None:
+        pytest.skip("this libcst has no _parenthesize to replace")
+    module = cst.parse_module(source)
+    fast_codegen.uninstall()
+    try:
+        code = module.code
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    finally:
+        assert fast_codegen.install()
+    assert module.code == code
+    got = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert dict(got) == dict(expected)
+    index = ModuleIndex(module)
+    assert index.code == code
+    for node, rng in expected.items():
+        if type(node) is not cst.SimpleWhitespace:
+            assert index.positions[node] == rng
+
+
+def test_plain_parenthesize_leaves_out_the_closing_parentheses_when_the_body_raises():
+    from codemods import fast_codegen
+    if fast_codegen.ORIGINAL is None:
+        pytest.skip("this libcst has no _parenthesize to replace")
+    from libcst._nodes.internal import CodegenState
+
+    node = cst.parse_expression("((x))")
+    for method in (fast_codegen.ORIGINAL, fast_codegen._parenthesize):
+        state = CodegenState(default_indent="    ", default_newline="\n")
+        with pytest.raises(RuntimeError):
+            with method(node, state):
+                state.add_token("x")
+                raise RuntimeError("inside")
+        assert "".join(state.tokens) == "((x"

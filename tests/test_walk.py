@@ -124,3 +124,20 @@ def test_iter_nodes_reaches_every_syntax_node():
     assert {"Decorator", "Param", "Annotation", "ListComp", "CompFor", "CompIf", "IfExp", "BooleanOperation"} <= seen
     names = [n.value for n in iter_nodes(module) if isinstance(n, cst.Name)]
     assert sorted(names) == sorted(["d", "x", "f", "a", "int", "g", "b", "c", "T", "y", "y", "z", "y", "p", "q", "r"])
+
+
+def test_visitors_without_field_hooks_define_none():
+    """`walk.Visitor` and `walk.Transformer` skip libcst's per-field hooks: a subclass that defined
+    one (`visit_Call_func`) would silently never run."""
+    import inspect
+    import re
+
+    import codemods
+    from codemods import walk
+    field_hook = re.compile(r"^(visit|leave)_[A-Z][A-Za-z]*_[a-z_]+$")
+    pkg = os.path.dirname(codemods.__file__)
+    for path in sorted(glob.glob(os.path.join(pkg, "*.py"))):
+        source = open(path, encoding="utf-8").read()
+        for match in re.finditer(r"def ((?:visit|leave)_\w+)\(", source):
+            assert not field_hook.match(match.group(1)), (path, match.group(1))
+    assert inspect.getmro(walk.Visitor)[1] is cst.CSTVisitor
