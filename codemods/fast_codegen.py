@@ -4,8 +4,9 @@ Every expression libcst generates wraps its tokens in `with self._parenthesize(s
 `contextlib.contextmanager` generator: creating, entering and leaving one costs more than most
 nodes' own code generation (about a tenth of an index build, `codemods.index`). `install()` puts a
 plain context manager with the same steps in its place: the left parentheses, the node's syntactic
-position (`state.record_syntactic_position`), the body, the right parentheses (left out when the
-body raises, as the generator leaves them out).
+position (`state.record_syntactic_position`, a no-op generator that is skipped for libcst's plain
+state, which `module.code` uses), the body, the right parentheses (left out when the body raises,
+as the generator leaves them out).
 
 This replaces a private method of libcst (`_BaseParenthesizedNode._parenthesize`); when a libcst
 lacks it, nothing is replaced. tests/test_index.py checks the generated code of every fixture
@@ -17,9 +18,10 @@ from typing import Any, Optional
 
 try:
     from libcst._nodes.expression import _BaseParenthesizedNode
+    from libcst._nodes.internal import CodegenState as _PlainState
     ORIGINAL: Any = _BaseParenthesizedNode.__dict__.get("_parenthesize")
 except ImportError:  # pragma: no cover - a libcst without the private base class
-    _BaseParenthesizedNode = None  # type: ignore[assignment,misc]
+    _BaseParenthesizedNode = _PlainState = None  # type: ignore[assignment,misc]
     ORIGINAL = None
 
 
@@ -35,11 +37,13 @@ class _Parenthesized:
         state = self.state
         for lpar in self.node.lpar:
             lpar._codegen(state)
-        self.position = state.record_syntactic_position(self.node)
-        self.position.__enter__()
+        if type(state) is not _PlainState:  # plain code generation (`module.code`) records no positions
+            self.position = state.record_syntactic_position(self.node)
+            self.position.__enter__()
 
     def __exit__(self, kind: Optional[type], value: Any, tb: Any) -> bool:
-        self.position.__exit__(kind, value, tb)
+        if self.position is not None:
+            self.position.__exit__(kind, value, tb)
         if kind is None:
             state = self.state
             for rpar in self.node.rpar:
