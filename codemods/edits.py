@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
-from .walk import Transformer, Visitor
+from .walk import Transformer, Visitor, field_names
 
 StmtList = List[cst.BaseStatement]
 
@@ -170,9 +170,11 @@ def _pass_stmt() -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine(body=[cst.Pass()])
 
 
-class _Apply(Transformer):
-    def __init__(self, plan: EditPlan, needed: Optional[set] = None):
-        super().__init__()
+class _Apply:
+    """Applies an EditPlan: `rebuild` goes down the paths to the planned nodes, `on_leave` edits on
+    the way back up."""
+
+    def __init__(self, plan: EditPlan, needed: Set[int]):
         self.plan = plan
         self.needed = needed
         self.produced: Dict[int, int] = {}  # id(original stmt) -> how many statements it became
@@ -182,14 +184,62 @@ class _Apply(Transformer):
         self.carried: Dict[int, Lines] = {}  # id(original stmt) -> comments of a statement that went
         self.elifs: Set[int] = set()  # ids of planned `if` nodes that are an `elif` (their parent's orelse)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        # subtrees without any planned edit are kept as they are, unvisited
-        return self.needed is None or id(node) in self.needed
+    def rebuild(self, node: cst.CSTNode) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
+        """What libcst's `node.visit(self)` gives for a node of `needed`, visiting only the nodes of
+        `needed` below it (the ids of the planned nodes and their ancestors): the rest stay the very
+        nodes they were, so a later index of the new tree copies their entries from the old one.
+
+        As libcst's visit (libcst/_nodes/internal.py), minus its calls on every other child: children
+        first; in a sequence a removed child goes and a flattened one is spliced in, and in a body
+        (Module's, IndentedBlock's) a statement line left empty goes too; a removed optional child
+        becomes None, a removed `MaybeSentinel` one MaybeSentinel.DEFAULT; a node is rebuilt (and
+        validated) only when a child changed.
+        """
+        needed = self.needed
+        changes: Dict[str, object] = {}
+        for name in field_names(type(node)):
+            value = getattr(node, name)
+            t = type(value)
+            if t is tuple or t is list:
+                if not any(id(v) in needed for v in value):
+                    continue
+                body = name == "body" and (type(node) is cst.Module or type(node) is cst.IndentedBlock)
+                items: List[cst.CSTNode] = []
+                changed = False
+                for child in value:
+                    if id(child) not in needed:
+                        items.append(child)
+                        continue
+                    new = self.rebuild(child)
+                    if new is child:
+                        items.append(child)
+                        continue
+                    changed = True
+                    if isinstance(new, cst.RemovalSentinel):
+                        continue
+                    for one in (new.nodes if isinstance(new, cst.FlattenSentinel) else (new,)):
+                        if body and one._is_removable() and not child._is_removable():
+                            continue
+                        items.append(one)
+                if changed:
+                    changes[name] = tuple(items)
+            elif id(value) in needed:
+                new = self.rebuild(value)
+                if new is value:
+                    continue
+                if isinstance(new, cst.FlattenSentinel):
+                    raise TypeError(f"a {t.__name__} in {type(node).__name__}.{name} cannot become a sequence")
+                if isinstance(new, cst.RemovalSentinel):
+                    default = _field_default(type(node), name)
+                    if default is not None and not isinstance(default, cst.MaybeSentinel):
+                        raise TypeError(f"{type(node).__name__}.{name} cannot be removed")
+                    new = default
+                changes[name] = new
+        updated = node.with_changes(**changes) if changes else node
+        return self.on_leave(node, updated)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
                  ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
-        if updated_node is original_node and self.needed is not None and id(original_node) not in self.needed:
-            return original_node  # a subtree no edit reaches (left unvisited) stays the very same node
         func = getattr(self, f"leave_{type(original_node).__name__}", None)
         if func is not None:
             updated_node = func(original_node, updated_node)
@@ -435,6 +485,13 @@ def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
     """Apply `plan` to `module` (the very tree whose nodes the plan names)."""
     if not plan:
         return module
+    result = _applier(module, plan).rebuild(module)
+    assert isinstance(result, cst.Module)
+    return result
+
+
+def _applier(module: cst.Module, plan: EditPlan) -> _Apply:
+    """The `_Apply` of `plan` on `module`: the paths to the planned nodes, and which of them are `elif`s."""
     from .index import ModuleIndex
 
     index = ModuleIndex.of(module)
@@ -444,7 +501,19 @@ def apply_plan(module: cst.Module, plan: EditPlan) -> cst.Module:
         parent = index.parent(node)
         if isinstance(node, cst.If) and isinstance(parent, cst.If) and parent.orelse is node:
             apply.elifs.add(id(node))
-    return module.visit(apply)
+    return apply
+
+
+def _field_default(cls: type, name: str) -> object:
+    """The default of a node class's field: None for an optional node, MaybeSentinel.DEFAULT for a
+    sentinel one, and (a required field) a marker that is neither."""
+    field = cls.__dataclass_fields__[name]  # type: ignore[attr-defined]
+    if field.default is None or isinstance(field.default, cst.MaybeSentinel):
+        return field.default
+    return _REQUIRED
+
+
+_REQUIRED = object()
 
 
 def _as_elif(stmts: List[cst.CSTNode]) -> Union[cst.If, cst.Else, cst.RemovalSentinel]:

@@ -22,7 +22,8 @@ _TRIVIA = frozenset({
 _FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
-def _field_names(cls: type) -> Tuple[str, ...]:
+def field_names(cls: type) -> Tuple[str, ...]:
+    """The dataclass field names of a libcst node class, in declaration order (cached)."""
     names = _FIELDS.get(cls)
     if names is None:
         names = _FIELDS[cls] = tuple(getattr(cls, "__dataclass_fields__", {}))
@@ -45,7 +46,7 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The syntax children of `node` (no whitespace, comments or punctuation), in field order."""
     out: List[cst.CSTNode] = []
     syntax = _SYNTAX
-    for name in _field_names(type(node)):
+    for name in field_names(type(node)):
         value = getattr(node, name)
         t = type(value)
         if syntax.get(t) or (t not in syntax and _is_syntax(t)):
