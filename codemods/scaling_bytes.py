@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import keyword
 import re
 from typing import Optional, Set
 
@@ -75,7 +76,9 @@ def _no_scaled_backward(data: bytes) -> bool:
             j -= 1
         if j < 0:
             continue
-        if data[j] == 41:  # `)`: a call or a bracketed product
+        if data[j] == 41:  # `)`: a call (`scaler.scale(loss).backward()`), or maybe a bracketed product
+            if _called(data, j):
+                continue
             return False
         if data[j] not in _WORD:
             continue  # a subscript, a literal: not a name
@@ -99,6 +102,52 @@ def _no_scaled_backward(data: bytes) -> bool:
             if tail is None or _SINGLE_STAR.search(tail):
                 return False
     return True
+
+
+_CLOSE_TO_OPEN = {41: 40, 93: 91, 125: 123}
+_QUOTES_AND_COMMENTS = frozenset(b"'\"#")
+_CALL_SCAN = 2000  # bytes scanned back for the `(` of a call before giving up (unsure)
+
+
+def _called(data: bytes, close: int) -> bool:
+    """Whether the `)` at `close` ends a call's arguments (`f(...)`, `x.scale(...)`, `g()(...)`),
+    not a bracketed expression; False when unsure (a string or comment inside, a long scan)."""
+    stack = [40]
+    i = close - 1
+    stop = max(-1, close - _CALL_SCAN)
+    while i > stop:
+        c = data[i]
+        if c in _QUOTES_AND_COMMENTS:
+            return False
+        if c in _CLOSE_TO_OPEN:
+            stack.append(_CLOSE_TO_OPEN[c])
+        elif c == 40 or c == 91 or c == 123:
+            if stack.pop() != c:
+                return False
+            if not stack:
+                break
+        i -= 1
+    else:
+        return False
+    p = i - 1
+    while p >= 0:  # back over blanks and backslash continuations; a bare line break may end a statement
+        c = data[p]
+        if c == 32 or c == 9 or c == 12:
+            p -= 1
+        elif c == 10 and p > 0 and (data[p - 1] == 92 or (data[p - 1] == 13 and p > 1 and data[p - 2] == 92)):
+            p -= 2 if data[p - 1] == 92 else 3
+        else:
+            break
+    if p < 0 or data[p] == 10 or data[p] == 13:
+        return False
+    if data[p] == 41 or data[p] == 93:
+        return True  # `f(a)(b)`, `fs[0](b)`
+    if data[p] not in _WORD:
+        return False
+    k = p
+    while k > 0 and data[k - 1] in _WORD:
+        k -= 1
+    return not keyword.iskeyword(data[k:p + 1].decode("latin-1"))  # `return (a * b)`: no call
 
 
 @functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes

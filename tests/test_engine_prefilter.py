@@ -332,7 +332,25 @@ MANUAL_SCALING_SHAPES = [
     ("loss = x.mean()\nloss.mean().backward()\n", False),
     ("l = [\n    a * b,\n]\nl.backward()\n", False),
     ("loss = 'a*b'\nloss.backward()\n", False),
+    ("scaler.scale(loss).backward()\n", False),
+    ("scaler.scale(\n    loss * 2,  # (\n).backward()\n", False),
+    ("def f(a, b):\n    return (a * b).backward()\n", True),
+    ("x = not (a * b).backward()\n", True),
+    ("fs[0](a * b).backward()\n", False),
+    ("make(k)(a * b).backward()\n", False),
+    ("make(k) \\\n    (a * b).backward()\n", False),
+    ("y = f(x)\n(a * b).backward()\n", True),
+    ("y = f(\n    x)\n\n(a * b).backward()\n", True),
+    ("x = [(a * b)][0]\n((a) * (b)).backward()\n", True),
 ]
+
+
+def test_a_migrated_backward_is_ruled_out_from_the_bytes():
+    """`scaler.scale(loss).backward()`, in every migrated file, is a call's result: the safety gate's
+    screen of the output must not parse it to learn that."""
+    from codemods import scaling_bytes
+    assert scaling_bytes._no_scaled_backward(b"with autocast():\n    scaler.scale(loss).backward()\n")
+    assert scaling_bytes._no_scaled_backward(b"self.scaler.scale(out['loss']).backward()\n") is False  # a quote: unsure
 
 
 @pytest.mark.parametrize("text,through", MANUAL_SCALING_SHAPES)
