@@ -14,7 +14,7 @@ against the original method.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Set
 
 try:
     from libcst._nodes.expression import _BaseParenthesizedNode
@@ -25,27 +25,47 @@ except ImportError:  # pragma: no cover - a libcst without the private base clas
     ORIGINAL = None
 
 
+# code generation states that keep `spans` (id -> (first token, end token)) and `nodes` (id -> node)
+# themselves, as codemods/index.py's does: a parenthesized node's span is written there directly,
+# without a syntactic-position context manager of its own
+_DIRECT_SPANS: Set[type] = set()
+
+
+def record_spans_directly(state_class: type) -> None:
+    """Let `state_class` (its instances have `tokens`, `spans` and `nodes`) take parenthesized nodes'
+    spans directly: what its `record_syntactic_position(node)` would record, for the same node."""
+    _DIRECT_SPANS.add(state_class)
+
+
 class _Parenthesized:
-    __slots__ = ("node", "state", "position")
+    __slots__ = ("node", "state", "position", "start")
 
     def __init__(self, node: Any, state: Any):
         self.node = node
         self.state = state
         self.position: Any = None
+        self.start = -1
 
     def __enter__(self) -> None:
         state = self.state
         for lpar in self.node.lpar:
             lpar._codegen(state)
-        if type(state) is not _PlainState:  # plain code generation (`module.code`) records no positions
+        kind = type(state)
+        if kind in _DIRECT_SPANS:
+            self.start = len(state.tokens)
+        elif kind is not _PlainState:  # plain code generation (`module.code`) records no positions
             self.position = state.record_syntactic_position(self.node)
             self.position.__enter__()
 
     def __exit__(self, kind: Optional[type], value: Any, tb: Any) -> bool:
-        if self.position is not None:
+        state = self.state
+        if self.start >= 0:
+            key = id(self.node)
+            state.spans[key] = (self.start, len(state.tokens))
+            state.nodes[key] = self.node
+        elif self.position is not None:
             self.position.__exit__(kind, value, tb)
         if kind is None:
-            state = self.state
             for rpar in self.node.rpar:
                 rpar._codegen(state)
         return False

@@ -470,6 +470,8 @@ if _CodegenState is not None:
         def pop_trailing_newline(self) -> None:
             if self.tokens:
                 self.popped = self.tokens.pop()
+
+    fast_codegen.record_spans_directly(_IndexingState)  # its record_syntactic_position is `_Syntactic`'s
 else:  # pragma: no cover
     _IndexingState = None  # type: ignore[assignment,misc]
 
