@@ -333,6 +333,7 @@ MANUAL_SCALING_SHAPES = [
     ("l = [\n    a * b,\n]\nl.backward()\n", False),
     ("loss = 'a*b'\nloss.backward()\n", False),
     ("scaler.scale(loss).backward()\n", False),
+    ("# undef backward, redef step\nloss = f(x)\nloss.backward()\n", False),
     ("scaler.scale(\n    loss * 2,  # (\n).backward()\n", False),
     ("def f(a, b):\n    return (a * b).backward()\n", True),
     ("x = not (a * b).backward()\n", True),
@@ -351,6 +352,8 @@ def test_a_migrated_backward_is_ruled_out_from_the_bytes():
     from codemods import scaling_bytes
     assert scaling_bytes._no_scaled_backward(b"with autocast():\n    scaler.scale(loss).backward()\n")
     assert scaling_bytes._no_scaled_backward(b"self.scaler.scale(out['loss']).backward()\n") is False  # a quote: unsure
+    # `def backward` / `def step` count where `def` starts a word only
+    assert scaling_bytes._no_scaled_backward(b"# undef backward, redef step\nloss = f(x)\nloss.backward()\n")
 
 
 @pytest.mark.parametrize("text,through", MANUAL_SCALING_SHAPES)
