@@ -12,11 +12,12 @@ on to the statement after it.
 from __future__ import annotations
 
 import re
+import typing
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
-from .walk import Transformer, Visitor, field_names
+from .walk import SEQUENCE, Transformer, Visitor, field_names, value_kind
 
 StmtList = List[cst.BaseStatement]
 
@@ -191,16 +192,17 @@ class _Apply:
 
         As libcst's visit (libcst/_nodes/internal.py), minus its calls on every other child: children
         first; in a sequence a removed child goes and a flattened one is spliced in, and in a body
-        (Module's, IndentedBlock's) a statement line left empty goes too; a removed optional child
-        becomes None, a removed `MaybeSentinel` one MaybeSentinel.DEFAULT; a node is rebuilt (and
-        validated) only when a child changed.
+        (Module's, IndentedBlock's) a statement line left empty goes too; a removed child of an
+        optional field becomes None, of a `MaybeSentinel` one MaybeSentinel.DEFAULT; a leave hook
+        must return a node or a sentinel. A node is rebuilt (and validated) only when a child
+        changed. Siblings are left in field order, not libcst's source order: no leave hook here
+        depends on a sibling's.
         """
         needed = self.needed
         changes: Dict[str, object] = {}
         for name in field_names(type(node)):
             value = getattr(node, name)
-            t = type(value)
-            if t is tuple or t is list:
+            if value_kind(type(value)) == SEQUENCE:
                 if not any(id(v) in needed for v in value):
                     continue
                 body = name == "body" and (type(node) is cst.Module or type(node) is cst.IndentedBlock)
@@ -228,15 +230,17 @@ class _Apply:
                 if new is value:
                     continue
                 if isinstance(new, cst.FlattenSentinel):
-                    raise TypeError(f"a {t.__name__} in {type(node).__name__}.{name} cannot become a sequence")
+                    raise TypeError(f"a {type(value).__name__} in {type(node).__name__}.{name} cannot become "
+                                    "a sequence")
                 if isinstance(new, cst.RemovalSentinel):
-                    default = _field_default(type(node), name)
-                    if default is not None and not isinstance(default, cst.MaybeSentinel):
-                        raise TypeError(f"{type(node).__name__}.{name} cannot be removed")
-                    new = default
+                    new = _removed_value(type(node), name)
                 changes[name] = new
         updated = node.with_changes(**changes) if changes else node
-        return self.on_leave(node, updated)
+        result = self.on_leave(node, updated)
+        if not isinstance(result, (cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel)):
+            raise cst.CSTValidationError("Expected a node of type CSTNode or a RemovalSentinel, "
+                                         f"but got a return value of {type(result).__name__}")
+        return result
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
                  ) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
@@ -504,16 +508,22 @@ def _applier(module: cst.Module, plan: EditPlan) -> _Apply:
     return apply
 
 
-def _field_default(cls: type, name: str) -> object:
-    """The default of a node class's field: None for an optional node, MaybeSentinel.DEFAULT for a
-    sentinel one, and (a required field) a marker that is neither."""
-    field = cls.__dataclass_fields__[name]  # type: ignore[attr-defined]
-    if field.default is None or isinstance(field.default, cst.MaybeSentinel):
-        return field.default
-    return _REQUIRED
+_REMOVED: Dict[Tuple[type, str], object] = {}
 
 
-_REQUIRED = object()
+def _removed_value(cls: type, name: str) -> object:
+    """What a node class's field holds once its child is removed, as libcst's visit has it: None in
+    an optional field, MaybeSentinel.DEFAULT in a sentinel one; a required field raises."""
+    key = (cls, name)
+    if key not in _REMOVED:
+        hint = cls.__dataclass_fields__[name].type  # type: ignore[attr-defined]
+        options = typing.get_args(hint)
+        _REMOVED[key] = cst.MaybeSentinel.DEFAULT if cst.MaybeSentinel in options else \
+            None if type(None) in options else TypeError
+    value = _REMOVED[key]
+    if value is TypeError:
+        raise TypeError(f"{cls.__name__}.{name} cannot be removed")
+    return value
 
 
 def _as_elif(stmts: List[cst.CSTNode]) -> Union[cst.If, cst.Else, cst.RemovalSentinel]:

@@ -25,15 +25,15 @@ except ImportError:  # pragma: no cover - a libcst without the private base clas
     ORIGINAL = None
 
 
-# code generation states that keep `spans` (id -> (first token, end token)) and `nodes` (id -> node)
-# themselves, as codemods/index.py's does: a parenthesized node's span is written there directly,
-# without a syntactic-position context manager of its own
+# code generation states whose instances have `tokens` and `set_span(node, start, end)`, as
+# codemods/index.py's has: a parenthesized node's span goes there directly, without a
+# syntactic-position context manager of its own
 _DIRECT_SPANS: Set[type] = set()
 
 
 def record_spans_directly(state_class: type) -> None:
-    """Let `state_class` (its instances have `tokens`, `spans` and `nodes`) take parenthesized nodes'
-    spans directly: what its `record_syntactic_position(node)` would record, for the same node."""
+    """Let `state_class` take parenthesized nodes' spans through its `set_span`: the span its
+    `record_syntactic_position(node)` would record, from the node's first token to its last."""
     _DIRECT_SPANS.add(state_class)
 
 
@@ -59,16 +59,15 @@ class _Parenthesized:
 
     def __exit__(self, kind: Optional[type], value: Any, tb: Any) -> bool:
         state = self.state
+        suppressed = False
         if self.start >= 0:
-            key = id(self.node)
-            state.spans[key] = (self.start, len(state.tokens))
-            state.nodes[key] = self.node
+            state.set_span(self.node, self.start, len(state.tokens))
         elif self.position is not None:
-            self.position.__exit__(kind, value, tb)
-        if kind is None:
+            suppressed = bool(self.position.__exit__(kind, value, tb))
+        if kind is None or suppressed:  # the generator goes on after its inner block only then
             for rpar in self.node.rpar:
                 rpar._codegen(state)
-        return False
+        return suppressed
 
 
 def _parenthesize(self: Any, state: Any) -> _Parenthesized:
@@ -76,7 +75,8 @@ def _parenthesize(self: Any, state: Any) -> _Parenthesized:
 
 
 def install() -> bool:
-    """Put the plain context manager in place (once); False when this libcst has no such method."""
+    """Put the plain context manager in place (idempotent); False when this libcst has no such method.
+    It stays for the process: the code and positions it generates are libcst's own."""
     if ORIGINAL is None or _BaseParenthesizedNode is None:
         return False
     _BaseParenthesizedNode._parenthesize = _parenthesize  # type: ignore[method-assign]

@@ -388,8 +388,7 @@ class _Syntactic:
         st = self.state
         start = st.span_of(id(self.start_node))[0] if self.start_node is not None else self.start
         end = st.span_of(id(self.end_node))[1] if self.end_node is not None else len(st.tokens)
-        st.spans[id(self.node)] = (start, end)
-        st.nodes[id(self.node)] = self.node
+        st.set_span(self.node, start, end)
         return False
 
 
@@ -467,11 +466,17 @@ if _CodegenState is not None:
                                       end_node: Optional[cst.CSTNode] = None) -> Any:
             return _Syntactic(self, node, start_node, end_node)
 
+        def set_span(self, node: cst.CSTNode, start: int, end: int) -> None:
+            """Record `node`'s syntactic span (token indices), as PositionProvider's state would."""
+            key = id(node)
+            self.spans[key] = (start, end)
+            self.nodes[key] = node
+
         def pop_trailing_newline(self) -> None:
             if self.tokens:
                 self.popped = self.tokens.pop()
 
-    fast_codegen.record_spans_directly(_IndexingState)  # its record_syntactic_position is `_Syntactic`'s
+    fast_codegen.record_spans_directly(_IndexingState)  # `_Syntactic` records through set_span too
 else:  # pragma: no cover
     _IndexingState = None  # type: ignore[assignment,misc]
 

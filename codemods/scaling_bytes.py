@@ -107,7 +107,7 @@ def _no_scaled_backward(data: bytes) -> bool:
     return True
 
 
-_CLOSE_TO_OPEN = {41: 40, 93: 91, 125: 123}
+_CLOSE_TO_OPEN = {close: open_ for open_, close in _CLOSER.items()}
 _QUOTES_AND_COMMENTS = frozenset(b"'\"#")
 _CALL_SCAN = 2000  # bytes scanned back for the `(` of a call before giving up (unsure)
 
@@ -150,7 +150,9 @@ def _called(data: bytes, close: int) -> bool:
     k = p
     while k > 0 and data[k - 1] in _WORD:
         k -= 1
-    return not keyword.iskeyword(data[k:p + 1].decode("latin-1"))  # `return (a * b)`: no call
+    word = data[k:p + 1].decode("latin-1")
+    # `return (a * b)`, `match (a * b)...:` and `1or(a * b)` (a number glued to a keyword) call nothing
+    return not (keyword.iskeyword(word) or keyword.issoftkeyword(word) or word[0].isdigit())
 
 
 @functools.lru_cache(maxsize=64)  # the screen, pass 1 and pass 2 ask about the same bytes

@@ -30,29 +30,36 @@ def field_names(cls: type) -> Tuple[str, ...]:
     return names
 
 
-# type -> whether a field value of that type is a syntax node (a CSTNode, not trivia): one dict
-# lookup per value instead of an isinstance check against libcst's abstract base class
-_SYNTAX: Dict[type, bool] = {}
+# type -> what a field value of that type is: a syntax node (a CSTNode, not trivia), a sequence (a
+# list or tuple, subclasses too) or anything else; one dict lookup per value instead of isinstance
+# checks against libcst's abstract base class
+OTHER, NODE, SEQUENCE = 0, 1, 2
+_KIND: Dict[type, int] = {}
 
 
-def _is_syntax(t: type) -> bool:
-    known = _SYNTAX.get(t)
+def value_kind(t: type) -> int:
+    """`NODE` for a syntax node class (a CSTNode that is not trivia), `SEQUENCE` for a list or tuple
+    class, `OTHER` otherwise (trivia, strings, None, sentinels)."""
+    known = _KIND.get(t)
     if known is None:
-        known = _SYNTAX[t] = issubclass(t, cst.CSTNode) and t not in _TRIVIA
+        known = _KIND[t] = NODE if issubclass(t, cst.CSTNode) and t not in _TRIVIA else \
+            SEQUENCE if issubclass(t, (list, tuple)) else OTHER
     return known
 
 
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The syntax children of `node` (no whitespace, comments or punctuation), in field order."""
     out: List[cst.CSTNode] = []
-    syntax = _SYNTAX
+    kinds = _KIND
     for name in field_names(type(node)):
         value = getattr(node, name)
-        t = type(value)
-        if syntax.get(t) or (t not in syntax and _is_syntax(t)):
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = value_kind(type(value))
+        if kind == NODE:
             out.append(value)
-        elif t is list or t is tuple or (t not in syntax and isinstance(value, (list, tuple))):
-            out.extend(v for v in value if syntax.get(type(v)) or (type(v) not in syntax and _is_syntax(type(v))))
+        elif kind == SEQUENCE:
+            out.extend(v for v in value if (kinds.get(type(v)) or value_kind(type(v))) == NODE)
     return out
 
 
@@ -67,9 +74,9 @@ def iter_nodes(node: cst.CSTNode, descend: Optional[Callable[[cst.CSTNode], bool
             stack.extend(reversed(children(n)))
 
 
-class Visitor(cst.CSTVisitor):
-    """A libcst visitor without the per-field hooks (`visit_<Node>_<field>`), which libcst looks up
-    by name for every field of every node visited; subclasses define none."""
+class _NoFieldHooks:
+    """libcst's per-field hooks (`visit_<Node>_<field>`), which it looks up by name for every field
+    of every node visited, turned off: our visitors define none."""
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         return None
@@ -78,11 +85,9 @@ class Visitor(cst.CSTVisitor):
         return None
 
 
-class Transformer(cst.CSTTransformer):
-    """A libcst transformer without the per-field hooks (see `Visitor`)."""
+class Visitor(_NoFieldHooks, cst.CSTVisitor):
+    """A libcst visitor without the per-field hooks."""
 
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
 
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
+class Transformer(_NoFieldHooks, cst.CSTTransformer):
+    """A libcst transformer without the per-field hooks."""

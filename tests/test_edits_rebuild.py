@@ -64,6 +64,14 @@ def _plans(module: cst.Module, rng: random.Random):
             plan = EditPlan()
             plan.remove(node.orelse)
             yield plan
+    # any node removed (optional fields become None, sentinel ones MaybeSentinel.DEFAULT, required ones
+    # raise), replaced by a sequence (raises outside a sequence) or by what is not a node (raises)
+    others = [n for n in index.nodes if n is not module]
+    for node in rng.sample(others, min(len(others), 12)):
+        for replacement in (cst.RemovalSentinel.REMOVE, cst.FlattenSentinel([cst.Name("a"), cst.Name("b")]), None):
+            plan = EditPlan()
+            plan.replace_node[node] = replacement
+            yield plan
     lines = [n for n in stmts if isinstance(n, cst.BaseStatement)]
     if lines:
         plan = EditPlan()

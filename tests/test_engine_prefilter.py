@@ -339,6 +339,10 @@ MANUAL_SCALING_SHAPES = [
     ("x = not (a * b).backward()\n", True),
     ("fs[0](a * b).backward()\n", False),
     ("make(k)(a * b).backward()\n", False),
+    ("match (a * b).backward():\n    case _:\n        pass\n", True),
+    ("x = 1or(a * b).backward()\n", True),
+    ("x = 1if(a * b).backward() else 2\n", True),
+    ("x = 0x1for(a * b).backward()\n", True),
     ("make(k) \\\n    (a * b).backward()\n", False),
     ("y = f(x)\n(a * b).backward()\n", True),
     ("y = f(\n    x)\n\n(a * b).backward()\n", True),
@@ -356,6 +360,7 @@ def test_a_migrated_backward_is_ruled_out_from_the_bytes():
     assert scaling_bytes._no_scaled_backward(b"# undef backward, redef step\nloss = f(x)\nloss.backward()\n")
 
 
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # `1or(...)`: a number glued to a keyword
 @pytest.mark.parametrize("text,through", MANUAL_SCALING_SHAPES)
 def test_manual_scaling_byte_stage_only_rules_out_what_the_ast_stage_rules_out(text, through):
     from codemods import scaling_bytes

@@ -140,4 +140,18 @@ def test_visitors_without_field_hooks_define_none():
         source = open(path, encoding="utf-8").read()
         for match in re.finditer(r"def ((?:visit|leave)_\w+)\(", source):
             assert not field_hook.match(match.group(1)), (path, match.group(1))
-    assert inspect.getmro(walk.Visitor)[1] is cst.CSTVisitor
+    assert issubclass(walk.Visitor, cst.CSTVisitor) and issubclass(walk.Transformer, cst.CSTTransformer)
+    assert inspect.getattr_static(walk.Visitor, "on_visit_attribute") is \
+        inspect.getattr_static(walk.Transformer, "on_visit_attribute")
+
+
+def test_children_reads_every_sequence_field():
+    """A field holding a list or tuple, or a subclass of either, is a sequence of children."""
+    from codemods.walk import children
+
+    class Body(list):
+        pass
+
+    module = cst.parse_module("a()\nb()\n")
+    for body in (list(module.body), tuple(module.body), Body(module.body)):
+        assert children(module.with_changes(body=body)) == list(module.body)
