@@ -909,11 +909,11 @@ def _argparse_options(module: cst.Module) -> Dict[str, Dict]:
 def _drop_unused_multiprocessing_import(module: cst.Module, ctx: FileContext, base: cst.Module) -> cst.Module:
     """The spawn is gone: an import of torch.multiprocessing that nothing uses any more goes too.
     `base`: the tree `module` was rewritten from, whose index the new one copies its shared statements from."""
+    index = ModuleIndex.of(module, base=base)  # first: the import table reads it, built from `base`'s
     table = ImportTable(module, ctx.module_name)
     locals_ = {n for n in table.names_under("torch.multiprocessing") if n != "torch"}
     if not locals_:
         return module
-    index = ModuleIndex.of(module, base=base)
     unused = {n for n in locals_ if not index.reads(n)}
     if not unused:
         return module
