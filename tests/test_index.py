@@ -243,3 +243,22 @@ def test_plain_parenthesize_leaves_out_the_closing_parentheses_when_the_body_rai
                 state.add_token("x")
                 raise RuntimeError("inside")
         assert "".join(state.tokens) == "((x"
+
+
+def test_a_rewrite_generates_each_file_whole_once(monkeypatch):
+    """Only a file's first index is a whole code generation: every later tree (a codemod's output, a
+    codemod's intermediate tree) derives its index from the tree it came from."""
+    from migrate import engine
+
+    builds = []
+    real = ModuleIndex.__init__
+
+    def counting(self, module, **kwargs):
+        builds.append(kwargs.get("base") is not None)
+        real(self, module, **kwargs)
+
+    monkeypatch.setattr(ModuleIndex, "__init__", counting)
+    for path in sorted(glob.glob(os.path.join(ROOT, "fixtures", "*", "*.before.py"))):
+        builds.clear()
+        engine.rewrite_source(open(path, encoding="utf-8").read(), path=path)
+        assert builds.count(False) <= 1, (os.path.relpath(path, ROOT), builds)
