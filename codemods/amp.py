@@ -6,7 +6,7 @@ migrated safely, the module's amp code is left alone and every site is reported.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -18,7 +18,7 @@ from .index import ModuleIndex, parent_mapping
 from .signatures import add_keyword, add_param, all_params, param_names
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .importing import add_helper_function, ensure_imports
-from .walk import Visitor, iter_nodes
+from .walk import iter_nodes
 from .names import (ImportTable, arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code, sole_call)
 
@@ -228,12 +228,13 @@ class _Analysis:
                 return q[len(AMP) + 1:]
         return None
 
-    def _replay(self, visitor: cst.CSTVisitor) -> None:
-        """Feed the shared index's nodes to a visitor's visit_Call/visit_Decorator/visit_FunctionDef
-        methods, in tree order, instead of walking the module again."""
-        for kind, nodes in (("visit_Call", self.index.calls), ("visit_Decorator", self.index.decorators),
-                            ("visit_FunctionDef", self.index.functions)):
-            fn = getattr(visitor, kind, None)
+    def _replay(self, calls: Optional[Callable[[cst.Call], None]] = None,
+                decorators: Optional[Callable[[cst.Decorator], None]] = None,
+                functions: Optional[Callable[[cst.FunctionDef], None]] = None) -> None:
+        """Feed the shared index's calls, decorators and function definitions, each in tree order, to
+        the functions given, instead of walking the module again."""
+        for fn, nodes in ((calls, self.index.calls), (decorators, self.index.decorators),
+                          (functions, self.index.functions)):
             if fn is not None:
                 for n in nodes:
                     fn(n)
@@ -855,20 +856,19 @@ class _Analysis:
 
         anchors = self._step_anchors  # step call -> the loop over the optimizers it sits in
 
-        class V(Visitor):
-            def visit_Call(self, n: cst.Call) -> None:
-                f = n.func
-                if not (isinstance(f, cst.Attribute) and f.attr.value == "step"):
-                    return
-                if norm_code(f.value) in optimizers:
-                    steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
-                    return
-                loop = outer._optimizer_loop(n, f.value)
-                if loop is not None:
-                    steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
-                    anchors[id(n)] = loop
+        def visit_Call(n: cst.Call) -> None:
+            f = n.func
+            if not (isinstance(f, cst.Attribute) and f.attr.value == "step"):
+                return
+            if norm_code(f.value) in optimizers:
+                steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
+                return
+            loop = outer._optimizer_loop(n, f.value)
+            if loop is not None:
+                steps.append((n, outer.stmt_of(n), outer.func_of(n), _code(f.value)))
+                anchors[id(n)] = loop
 
-        self._replay(V())
+        self._replay(calls=visit_Call)
         steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])
                  and not self._before_any_backward(s[1], s[2])]
         self._steps = steps
@@ -963,15 +963,14 @@ class _Analysis:
         clips: List[cst.Call] = []
         outer = self
 
-        class V(Visitor):
-            def visit_Call(self, n: cst.Call) -> None:
-                d = dotted_name(n.func) or ""
-                reads_master = any(isinstance(a.value, cst.Call) and outer.is_amp(a.value.func, "master_params")
-                                   for a in n.args)
-                if (d.split(".")[-1] in CLIP_FUNCS or reads_master) and id(outer.func_of(n)) in funcs:
-                    clips.append(n)
+        def visit_Call(n: cst.Call) -> None:
+            d = dotted_name(n.func) or ""
+            reads_master = any(isinstance(a.value, cst.Call) and outer.is_amp(a.value.func, "master_params")
+                               for a in n.args)
+            if (d.split(".")[-1] in CLIP_FUNCS or reads_master) and id(outer.func_of(n)) in funcs:
+                clips.append(n)
 
-        self._replay(V())
+        self._replay(calls=visit_Call)
         unscaled: Set[Tuple[int, str]] = set()
         collapsed: List[cst.CSTNode] = []
         for clip in clips:
@@ -1179,16 +1178,15 @@ class _Analysis:
         table = self.table
         outer = self
 
-        class V(Visitor):
-            def visit_Decorator(self, n: cst.Decorator) -> None:
-                d = n.decorator.func if isinstance(n.decorator, cst.Call) else n.decorator
-                for q in table.qualified_names(d):
-                    if q.startswith(AMP + "."):
-                        outer.report(n, R.REGISTER, f"`@{q.replace('apex.amp.', 'amp.')}`: autocast has no "
-                                                    f"function registry; use `torch.amp.custom_fwd` or a disabled "
-                                                    f"autocast region")
+        def visit_Decorator(n: cst.Decorator) -> None:
+            d = n.decorator.func if isinstance(n.decorator, cst.Call) else n.decorator
+            for q in table.qualified_names(d):
+                if q.startswith(AMP + "."):
+                    outer.report(n, R.REGISTER, f"`@{q.replace('apex.amp.', 'amp.')}`: autocast has no "
+                                                f"function registry; use `torch.amp.custom_fwd` or a disabled "
+                                                f"autocast region")
 
-        self._replay(V())
+        self._replay(decorators=visit_Decorator)
 
     # -- scaler threading ---------------------------------------------------------------------------
     def plan_threading(self) -> None:
@@ -1297,11 +1295,10 @@ class _Analysis:
     def _functions(self) -> Dict[str, List[cst.FunctionDef]]:
         out: Dict[str, List[cst.FunctionDef]] = {}
 
-        class V(Visitor):
-            def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
-                out.setdefault(n.name.value, []).append(n)
+        def visit_FunctionDef(n: cst.FunctionDef) -> None:
+            out.setdefault(n.name.value, []).append(n)
 
-        self._replay(V())
+        self._replay(functions=visit_FunctionDef)
         return out
 
     def _call_sites(self, f: cst.FunctionDef, funcs: Dict[str, List[cst.FunctionDef]]) -> List[cst.Call]:
@@ -1309,16 +1306,15 @@ class _Analysis:
         is_method = self.class_of(f) is not None
         sites: List[cst.Call] = []
 
-        class V(Visitor):
-            def visit_Call(self, n: cst.Call) -> None:
-                fn = n.func
-                if not is_method and isinstance(fn, cst.Name) and fn.value == name:
-                    sites.append(n)
-                elif is_method and isinstance(fn, cst.Attribute) and fn.attr.value == name and \
-                        isinstance(fn.value, cst.Name) and fn.value.value == "self":
-                    sites.append(n)
+        def visit_Call(n: cst.Call) -> None:
+            fn = n.func
+            if not is_method and isinstance(fn, cst.Name) and fn.value == name:
+                sites.append(n)
+            elif is_method and isinstance(fn, cst.Attribute) and fn.attr.value == name and \
+                    isinstance(fn.value, cst.Name) and fn.value.value == "self":
+                sites.append(n)
 
-        self._replay(V())
+        self._replay(calls=visit_Call)
         return sites
 
     def _cross_module_calls(self) -> List[cst.Call]:
@@ -1331,17 +1327,16 @@ class _Analysis:
         table = self.table
         params = self._cross_params
 
-        class V(Visitor):
-            def visit_Call(self, n: cst.Call) -> None:
-                hit = table.qualified_names(n.func) & set(targets)
-                if hit:
-                    param, slot = targets[sorted(hit)[0]]
-                    if not any(a.keyword is not None and a.keyword.value == param for a in n.args) \
-                            and not _fills_slot(n, slot):
-                        params[id(n)] = param
-                        out.append(n)
+        def visit_Call(n: cst.Call) -> None:
+            hit = table.qualified_names(n.func) & set(targets)
+            if hit:
+                param, slot = targets[sorted(hit)[0]]
+                if not any(a.keyword is not None and a.keyword.value == param for a in n.args) \
+                        and not _fills_slot(n, slot):
+                    params[id(n)] = param
+                    out.append(n)
 
-        self._replay(V())
+        self._replay(calls=visit_Call)
         return out
 
     # -- driver ---------------------------------------------------------------------------------
