@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens
+from . import screens, templates
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -42,11 +42,11 @@ _MODEL_MOVES = ("to", "cuda", "half", "float", "bfloat16", "train", "eval")  # n
 
 
 def _expr(code: str) -> cst.BaseExpression:
-    return cst.parse_expression(code)
+    return templates.expression(code)
 
 
 def _stmt(code: str) -> cst.BaseStatement:
-    return cst.parse_statement(code)
+    return templates.statement(code)
 
 
 # expressions that bind more loosely than an `and` operand / than the left side of `!=`

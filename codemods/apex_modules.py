@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens
+from . import screens, templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary
 from .index import ModuleIndex
@@ -274,7 +274,7 @@ def ensure_import(module: cst.Module, stmt_code: str, bound: bool) -> cst.Module
     """Add a top-level import (e.g. `import torch`) after the module's leading imports unless `bound`."""
     if bound:
         return module
-    new_stmt = cst.parse_statement(stmt_code)
+    new_stmt = templates.statement(stmt_code)
     body = list(module.body)
     insert_at = 0
     for i, stmt in enumerate(body):
@@ -374,7 +374,7 @@ def append_keywords(call: cst.Call, args: List[cst.Arg], new: Sequence[Tuple[str
         sep = call.args[-2].comma
     elif isinstance(trailing, cst.Comma) and isinstance(trailing.whitespace_after, cst.ParenthesizedWhitespace):
         sep = trailing
-    made = [cst.Arg(value=cst.parse_expression(code), keyword=cst.Name(name),
+    made = [cst.Arg(value=templates.expression(code), keyword=cst.Name(name),
                     equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                           whitespace_after=cst.SimpleWhitespace("")))
             for name, code in new]
@@ -581,7 +581,7 @@ class _Run(Visitor):
         spelled = self.res.spelling(qualified, fallback)
         if spelled.split(".")[0] == "torch":
             self.needs_torch = True
-        return cst.parse_expression(spelled)
+        return templates.expression(spelled)
 
     # visitors
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -815,7 +815,7 @@ class _Run(Visitor):
         func = self.res.spelling(f"torch.nn.functional.{fname}", f"torch.nn.functional.{fname}")
         if func.startswith("torch."):
             self.needs_torch = True
-        new = cst.parse_expression(f"{func}({', '.join(parts)}, eps={eps})")
+        new = templates.expression(f"{func}({', '.join(parts)}, eps={eps})")
         self.plan.replace_node[node] = new
         self.ctx.report(node, "A2A312", f"{short} -> torch.nn.functional.{fname} (arguments reordered, eps={eps} "
                         "written out)", fixed=True)

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import screens
+from . import screens, templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
@@ -168,7 +168,7 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
             head = dotted_name(node) or ""
             new_func: cst.BaseExpression = node  # type: ignore[assignment]
             if local is None:
-                new_func = cst.parse_expression("torch.autocast" if member == "autocast" else f"torch.amp.{member}")
+                new_func = templates.expression("torch.autocast" if member == "autocast" else f"torch.amp.{member}")
                 need_torch = True
             if call is None and member not in ("custom_fwd", "custom_bwd"):
                 continue  # an imported GradScaler name used as a value: the import change covers it
@@ -234,7 +234,7 @@ def _plan_import_from(node: cst.ImportFrom, plan: EditPlan, blocked: Set[str]) -
     locals_ = [(a.asname.name.value if a.asname else dotted_name(a.name)) for a in node.names]  # type: ignore[union-attr]
     if any(l in blocked for l in locals_):
         return
-    plan.replace_node[node] = node.with_changes(module=cst.parse_expression("torch.amp"))
+    plan.replace_node[node] = node.with_changes(module=templates.expression("torch.amp"))
 
 
 def _plan_import(node: cst.Import, plan: EditPlan, blocked: Set[str]) -> None:
@@ -245,7 +245,7 @@ def _plan_import(node: cst.Import, plan: EditPlan, blocked: Set[str]) -> None:
         if full in ("torch.cuda.amp", "torch.cpu.amp") and a.asname is not None:
             local = a.asname.name.value  # type: ignore[union-attr]
             if local not in blocked:
-                a = a.with_changes(name=cst.parse_expression("torch.amp"))
+                a = a.with_changes(name=templates.expression("torch.amp"))
                 changed = True
         new_names.append(a)
     if changed:

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens
+from . import screens, templates
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -141,7 +141,7 @@ def _block_of(stmt: cst.CSTNode, parents) -> Optional[Sequence[cst.CSTNode]]:
 
 
 def _stmts(code: str) -> List[cst.BaseStatement]:
-    return list(cst.parse_module(code).body)
+    return templates.statements(code)
 
 
 class ManualLossScalingToGradScaler(Codemod):
@@ -349,7 +349,7 @@ class _Migration:
         for line, loss in backwards:
             lc = code_of(loss)
             new = f"{scaler_name}.scale({lc}).backward()" if use_scaler else f"{code_of(as_primary(loss))}.backward()"
-            self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(cst.parse_expression(new))])]
+            self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(templates.expression(new))])]
         for line in steps:
             body = [f"{scaler_name}.step({target})", f"{scaler_name}.update()"] if use_scaler else [f"{target}.step()"]
             out = _stmts("\n".join(body) + "\n")
@@ -360,16 +360,16 @@ class _Migration:
         params = f"[p for group in {target}.param_groups for p in group[\"params\"]]"
         for c in clips:
             rest = ", ".join(code_of(a) for a in c.args).rstrip(", ")
-            new = cst.parse_expression(f"torch.nn.utils.clip_grad_norm_({params}, {rest})")
+            new = templates.expression(f"torch.nn.utils.clip_grad_norm_({params}, {rest})")
             self.plan.replace_node[c] = new
             if use_scaler:
                 line = _stmt_line(c, self.parents)
                 self.plan.insert_before(line, _stmts(f"{scaler_name}.unscale_({target})\n"))
         for a in renames:
             if a.attr.value == "optimizer":
-                self.plan.replace_node[a] = cst.parse_expression(target)
+                self.plan.replace_node[a] = templates.expression(target)
             else:
-                self.plan.replace_node[a] = cst.parse_expression(
+                self.plan.replace_node[a] = templates.expression(
                     f"{scaler_name}.get_scale()" if use_scaler else "1.0")
         for a in states:
             self.report(a, "A2A505", f"{target}.{a.attr.value}(): the optimizer state no longer holds the loss scaler; "
@@ -634,7 +634,7 @@ class _Migration:
         sc = self.scaler_base
         self.plan.insert_before(anchor, _stmts(
             f"{sc} = {self.gs}(\"{self.device}\", init_scale={code_of(scale)}, growth_interval={STATIC_INTERVAL})\n"))
-        self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(cst.parse_expression(
+        self.plan.replace_stmt[line] = [line.with_changes(body=[cst.Expr(templates.expression(
             f"{sc}.scale({code_of(loss)}).backward()"))])]
         if scaled_stmt is not None and not self._read_elsewhere(scaled_stmt, line, scope):
             self.plan.remove(scaled_stmt)  # kept when the scaled loss is also logged or returned
@@ -772,7 +772,7 @@ def _divides_grads(loop: cst.For, scale: cst.BaseExpression) -> bool:
 
 def _autocast_maker(device: str, dtype: str, indent: str):
     def make(stmts: List[cst.BaseStatement]) -> cst.BaseStatement:
-        head = cst.parse_statement(f"with torch.autocast(\"{device}\", dtype=torch.{dtype}):\n    pass\n")
+        head = templates.statement(f"with torch.autocast(\"{device}\", dtype=torch.{dtype}):\n    pass\n")
         assert isinstance(head, cst.With)
         return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
     return make

@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 import libcst as cst
 
 from .ast_walk import power_value
+from . import templates
 from .walk import Visitor, children
 
 
@@ -287,11 +288,11 @@ def literal_number(node: Optional[cst.BaseExpression]) -> Optional[float]:
 
 
 def parse_expr(code: str) -> cst.BaseExpression:
-    return cst.parse_expression(code)
+    return templates.expression(code)
 
 
 def parse_stmt(code: str) -> cst.BaseStatement:
-    return cst.parse_statement(code)
+    return templates.statement(code)
 
 
 Position = Tuple[int, int]

@@ -9,6 +9,7 @@ punctuation nodes are not visited.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
@@ -25,8 +26,8 @@ _FIELDS: Dict[type, Tuple[str, ...]] = {}
 def field_names(cls: type) -> Tuple[str, ...]:
     """The dataclass field names of a libcst node class, in declaration order (cached)."""
     names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(getattr(cls, "__dataclass_fields__", {}))
+    if names is None:  # dataclasses.fields: libcst's slotted classes also list `__slots__` as a pseudo-field
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
     return names
 
 
