@@ -32,8 +32,8 @@ NATIVE_AMP = ("torch.amp", "torch.cuda.amp", "torch.cpu.amp", "torch.autocast")
 _NATIVE_NAMES = ("GradScaler", "autocast")
 # a call of one of these on a name that says scaler marks a branch as the native-AMP path
 _NATIVE_SCALER_METHODS = ("scale", "unscale_", "step", "update", "state_dict", "load_state_dict", "get_scale")
-_REGION_STOPPERS = (cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef, cst.Global,
-                    cst.Nonlocal)
+_REGION_STOPPERS = frozenset({cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef,
+                              cst.Global, cst.Nonlocal})  # concrete node classes: matched by type
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 # `net = DDP(model)`, `net = torch.compile(model)`: the forward pass runs through the wrapper
@@ -830,8 +830,8 @@ class _Analysis:
     def _forbidden(self, stmt: cst.CSTNode) -> bool:
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
         control flow that leaves the block, nested definitions)."""
-        return any(isinstance(n, _REGION_STOPPERS) or (
-            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in FORBIDDEN_IN_REGION)
+        return any(type(n) in _REGION_STOPPERS or (
+            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION)
             for n in iter_nodes(stmt))
 
     def _inside_autocast(self, stmt: cst.CSTNode) -> bool:

@@ -489,11 +489,22 @@ _NOT_STATEMENTS = frozenset({cst.EmptyLine, cst.TrailingWhitespace})
 # Left out of the index (its nodes, parents, kinds and positions): a leaf nothing asks about, and
 # two in five of a module's nodes
 _SKIPPED = cst.SimpleWhitespace
-_BODY_OWNERS = (cst.Module, cst.IndentedBlock)
+_BODY_OWNERS = frozenset({cst.Module, cst.IndentedBlock})
 # nodes that hold statements below them: a changed one is copied with its bodies' shared statements
 # replaced by stand-ins
 _HOLDS_STATEMENTS = (cst.BaseCompoundStatement, cst.IndentedBlock, cst.Else, cst.Finally, cst.ExceptHandler,
                      cst.ExceptStarHandler, cst.MatchCase)
+
+
+_HOLDS: Dict[type, bool] = {}
+
+
+def _holds_statements(t: type) -> bool:
+    """issubclass(t, _HOLDS_STATEMENTS), cached per type (abstract-class checks are slow)."""
+    holds = _HOLDS.get(t)
+    if holds is None:
+        holds = _HOLDS[t] = issubclass(t, _HOLDS_STATEMENTS)
+    return holds
 
 
 class _Splice:
@@ -525,19 +536,19 @@ def _skeleton(module: cst.Module, base: "ModuleIndex") -> Optional[Tuple[cst.Mod
 
     def copy(node: cst.CSTNode) -> cst.CSTNode:
         changes: Dict[str, Any] = {}
-        if isinstance(node, _BODY_OWNERS):
-            body = [_Splice(b) if shared(b) else copy(b) if isinstance(b, _HOLDS_STATEMENTS) else b
+        if type(node) in _BODY_OWNERS:
+            body = [_Splice(b) if shared(b) else copy(b) if _holds_statements(type(b)) else b
                     for b in node.body]
             if any(a is not b for a, b in zip(body, node.body)):
                 changes["body"] = body
         else:
             for name in ("body", "orelse", "handlers", "finalbody", "cases"):
                 value = getattr(node, name, None)
-                if isinstance(value, _HOLDS_STATEMENTS):
+                if _holds_statements(type(value)):
                     new = copy(value)
                     if new is not value:
                         changes[name] = new
-                elif isinstance(value, (list, tuple)) and value and isinstance(value[0], _HOLDS_STATEMENTS):
+                elif isinstance(value, (list, tuple)) and value and _holds_statements(type(value[0])):
                     items = [copy(v) for v in value]
                     if any(a is not b for a, b in zip(items, value)):
                         changes[name] = items
