@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import re
 import sys
 from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
 
@@ -21,14 +22,38 @@ from .formats import display_path
 PROGRESS_MIN_FILES = 50
 
 
+_CONTEXT = 3  # difflib's default: lines of context around each change
+_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
 def unified_diff(fr: FileResult) -> str:
-    """The unified diff of one file's rewrite (`a/path` -> `b/path`)."""
+    """The unified diff of one file's rewrite (`a/path` -> `b/path`).
+
+    difflib aligns only the lines between those both texts share at their start and end, less twice
+    the context it shows (a rewrite changes a few lines of a long file); the hunks' line numbers are
+    then moved back to the whole file's. The same diff as difflib's of the whole texts, unless a
+    change could be placed more than three lines into a run of repeated lines (an equally valid
+    patch then)."""
     a = fr.old_text.splitlines(keepends=True)
     b = fr.new_text.splitlines(keepends=True)
     name = display_path(fr.path).replace("\\", "/")
-    lines = list(difflib.unified_diff(a, b, fromfile=f"a/{name}", tofile=f"b/{name}"))
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    # the context, and as much again: where a change sits next to repeated lines (blank ones), difflib
+    # may place it a few lines into the shared run, and its hunk then shows context from there
+    lo, cut = max(0, head - 2 * _CONTEXT), max(0, tail - 2 * _CONTEXT)
+    lines = difflib.unified_diff(a[lo:len(a) - cut], b[lo:len(b) - cut], fromfile=f"a/{name}", tofile=f"b/{name}",
+                                 n=_CONTEXT)
     out = []
     for ln in lines:
+        if lo and ln.startswith("@@"):
+            ln = _HUNK.sub(lambda m: f"@@ -{int(m.group(1)) + lo}{m.group(2) or ''} "
+                                     f"+{int(m.group(3)) + lo}{m.group(4) or ''} @@", ln, count=1)
         out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
     return "".join(out)
 

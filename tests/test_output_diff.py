@@ -1,0 +1,94 @@
+"""`output.unified_diff` aligns only the lines between the texts' shared ends: the same diff as
+difflib's of the whole texts wherever lines do not repeat around a change, and always a patch
+that turns the old text into the new one."""
+from __future__ import annotations
+
+import difflib
+import glob
+import os
+import re
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from migrate import output
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _whole(a: str, b: str) -> str:
+    out = []
+    for ln in difflib.unified_diff(a.splitlines(True), b.splitlines(True), fromfile="a/f.py", tofile="b/f.py"):
+        out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _diff(a: str, b: str) -> str:
+    return output.unified_diff(SimpleNamespace(old_text=a, new_text=b, path="f.py"))
+
+
+def _apply(a: str, patch: str) -> str:
+    """The text `patch` makes of `a` (hunks read by their headers' old line numbers)."""
+    old = a.splitlines(True)
+    out, at = [], 0
+    lines = patch.splitlines(True)
+    i = 2
+    while i < len(lines):
+        m = re.match(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", lines[i])
+        assert m, lines[i]
+        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
+        out += old[at:start]
+        at = start
+        i += 1
+        while i < len(lines) and not lines[i].startswith("@@"):
+            ln = lines[i]
+            if ln.startswith("\\"):  # "\ No newline at end of file": of the line before, if it is kept
+                if lines[i - 1].startswith("+"):  # a context line is taken from `old` as it is
+                    out[-1] = out[-1][:-1]
+            elif ln[0] == " ":
+                out.append(old[at]); at += 1
+            elif ln[0] == "-":
+                at += 1
+            else:
+                out.append(ln[1:])
+            i += 1
+    return "".join(out + old[at:])
+
+
+def test_the_fixtures_rewrites_diff_as_difflib_does():
+    for before in sorted(glob.glob(os.path.join(ROOT, "fixtures", "*", "*.before.py"))):
+        after = before.replace(".before.py", ".after.py")
+        if os.path.exists(after):
+            a, b = open(before, encoding="utf-8").read(), open(after, encoding="utf-8").read()
+            assert _diff(a, b) == _whole(a, b), before
+
+
+def test_hunks_far_down_a_long_file_carry_the_whole_files_line_numbers():
+    a = "".join(f"line {k}\n" for k in range(1000))
+    b = a.replace("line 500\n", "changed\n").replace("line 900\n", "")
+    assert _diff(a, b) == _whole(a, b)
+    assert "@@ -498,7 +498,7 @@" in _diff(a, b)
+
+
+_LINES = st.lists(st.sampled_from(["a\n", "b\n", "\n", "x = 1\n", "    pass\n", "c"]), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINES, _LINES, _LINES)
+def test_the_diff_is_a_patch_of_the_old_text_into_the_new(head, middle, tail):
+    a = "".join(head) + "".join(middle) + "".join(tail)
+    b = "".join(head) + "".join(reversed(middle)) + "x\n" + "".join(tail)
+    if a == b:
+        return
+    assert _apply(a, _diff(a, b)) == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10_000), unique=True, min_size=1, max_size=300), st.data())
+def test_without_repeated_lines_it_is_difflibs_diff(numbers, data):
+    a = "".join(f"{n}\n" for n in numbers)
+    lines = a.splitlines(True)
+    k = data.draw(st.integers(0, len(lines) - 1))
+    b = "".join(lines[:k] + ["new\n"] + lines[k + data.draw(st.integers(0, 3)):])
+    assert _diff(a, b) == _whole(a, b)
