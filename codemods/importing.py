@@ -8,11 +8,11 @@ two to the same output, except that `import torch.nn` already binds `torch` here
 """
 from __future__ import annotations
 
-import functools
 from typing import Iterable, List
 
 import libcst as cst
 
+from . import templates
 from .names import dotted_name
 
 
@@ -66,13 +66,6 @@ def ensure_imports(module: cst.Module, names: Iterable[str]) -> cst.Module:
     return module.with_changes(body=(*body[:at], *added, *after))
 
 
-@functools.lru_cache(maxsize=16)
-def _parsed_helper(code: str) -> cst.BaseStatement:
-    """The helper's function, parsed once per run: a tree takes it at most once (by name, above), and
-    libcst nodes never change, so trees of different files may hold the same one."""
-    return cst.parse_module(code).body[0]
-
-
 def add_helper_function(module: cst.Module, name: str, code: str) -> cst.Module:
     """Insert the top-level function `code` (named `name`) after the module's imports, once.
 
@@ -81,7 +74,7 @@ def add_helper_function(module: cst.Module, name: str, code: str) -> cst.Module:
     for stmt in module.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
             return module
-    helper = _parsed_helper(code).with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    helper = templates.statements(code)[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
     body = list(module.body)
     last_import = -1
     for i, stmt in enumerate(body):

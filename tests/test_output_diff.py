@@ -17,9 +17,12 @@ from migrate import output
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")  # lines as git apply and patch count them
+
+
 def _whole(a: str, b: str) -> str:
     out = []
-    for ln in difflib.unified_diff(a.splitlines(True), b.splitlines(True), fromfile="a/f.py", tofile="b/f.py"):
+    for ln in difflib.unified_diff(_LINES.findall(a), _LINES.findall(b), fromfile="a/f.py", tofile="b/f.py"):
         out.append(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n")
     return "".join(out)
 
@@ -29,31 +32,46 @@ def _diff(a: str, b: str) -> str:
 
 
 def _apply(a: str, patch: str) -> str:
-    """The text `patch` makes of `a` (hunks read by their headers' old line numbers)."""
-    old = a.splitlines(True)
-    out, at = [], 0
+    """The text `patch` makes of `a`, checking that its context and removed lines are `a`'s and
+    that both sides' hunk line numbers agree with where the hunks fall."""
+    old = _LINES.findall(a)
+    out: list = []
+    at = 0
     lines = patch.splitlines(True)
     i = 2
     while i < len(lines):
-        m = re.match(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", lines[i])
+        m = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", lines[i])
         assert m, lines[i]
         start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
         out += old[at:start]
         at = start
+        assert int(m.group(3)) - (0 if m.group(4) == "0" else 1) == len(out), lines[i]
         i += 1
         while i < len(lines) and not lines[i].startswith("@@"):
             ln = lines[i]
             if ln.startswith("\\"):  # "\ No newline at end of file": of the line before, if it is kept
                 if lines[i - 1].startswith("+"):  # a context line is taken from `old` as it is
                     out[-1] = out[-1][:-1]
-            elif ln[0] == " ":
-                out.append(old[at]); at += 1
-            elif ln[0] == "-":
+            elif ln[0] in " -":
+                assert old[at].rstrip("\n") == ln[1:].rstrip("\n"), (ln, old[at])
+                if ln[0] == " ":
+                    out.append(old[at])
                 at += 1
             else:
                 out.append(ln[1:])
             i += 1
     return "".join(out + old[at:])
+
+
+def _context_lines(patch: str) -> list:
+    """Per hunk, (leading, trailing) context line counts."""
+    out = []
+    for hunk in re.split(r"(?m)^@@.*\n", patch)[1:]:
+        body = [ln for ln in hunk.splitlines() if not ln.startswith("\\")]
+        lead = next((k for k, ln in enumerate(body) if not ln.startswith(" ")), len(body))
+        trail = next((k for k, ln in enumerate(reversed(body)) if not ln.startswith(" ")), len(body))
+        out.append((lead, trail))
+    return out
 
 
 def test_the_fixtures_rewrites_diff_as_difflib_does():
@@ -71,11 +89,11 @@ def test_hunks_far_down_a_long_file_carry_the_whole_files_line_numbers():
     assert "@@ -498,7 +498,7 @@" in _diff(a, b)
 
 
-_LINES = st.lists(st.sampled_from(["a\n", "b\n", "\n", "x = 1\n", "    pass\n", "c"]), max_size=40)
+_LINES_STRATEGY = st.lists(st.sampled_from(["a\n", "b\n", "\n", "x = 1\n", "    pass\n", "c"]), max_size=40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(_LINES, _LINES, _LINES)
+@given(_LINES_STRATEGY, _LINES_STRATEGY, _LINES_STRATEGY)
 def test_the_diff_is_a_patch_of_the_old_text_into_the_new(head, middle, tail):
     a = "".join(head) + "".join(middle) + "".join(tail)
     b = "".join(head) + "".join(reversed(middle)) + "x\n" + "".join(tail)
@@ -92,3 +110,41 @@ def test_without_repeated_lines_it_is_difflibs_diff(numbers, data):
     k = data.draw(st.integers(0, len(lines) - 1))
     b = "".join(lines[:k] + ["new\n"] + lines[k + data.draw(st.integers(0, 3)):])
     assert _diff(a, b) == _whole(a, b)
+
+
+def test_a_change_that_slides_along_repeated_lines_keeps_its_context():
+    """difflib may place an inserted `x` anywhere in a run of `x` lines; at the edge of the aligned
+    window its hunk would lose its leading context, so the whole texts are diffed instead."""
+    shared_head = "".join(f"p{k}\n" for k in range(10))
+    shared_tail = "".join(f"s{k}\n" for k in range(10))
+    a = shared_head + "x\n" * 10 + "y\n" + shared_tail
+    b = shared_head + "x\n" * 11 + "y\n" + shared_tail
+    assert _diff(a, b) == _whole(a, b)
+    assert _context_lines(_diff(a, b)) == [(3, 3)]
+
+
+def test_a_form_feed_is_no_line_break():
+    """`str.splitlines` ends a line at a form feed; patch tools do not."""
+    a = "import os\n\x0c\ndef f():\n    return 1\n"
+    b = a.replace("return 1", "return 2")
+    patch = _diff(a, b)
+    assert "No newline" not in patch and "@@ -1,4 +1,4 @@" in patch
+    assert _apply(a, patch) == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINES_STRATEGY, _LINES_STRATEGY, _LINES_STRATEGY)
+def test_every_hunk_has_its_context(head, middle, tail):
+    """Three lines of context before and after each hunk, unless it reaches the file's start or end."""
+    a = "".join(head) + "".join(middle) + "".join(tail)
+    b = "".join(head) + "".join(reversed(middle)) + "x\n" + "".join(tail)
+    if a == b:
+        return
+    patch = _diff(a, b)
+    ends = len(_LINES.findall(a))
+    headers = re.finditer(r"(?m)^@@ -(\d+)(?:,(\d+))? ", patch)
+    for (lead, trail), m in zip(_context_lines(patch), headers):
+        start, length = int(m.group(1)), int(m.group(2) or 1)
+        last = start + length - 1 if length else start  # an empty range names the line before it
+        assert lead >= 3 or start <= 1
+        assert trail >= 3 or last >= ends
