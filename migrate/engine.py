@@ -23,6 +23,7 @@ from codemods.suppression import Suppressions, physical_lines
 
 from . import cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
+from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
 
 
@@ -50,13 +51,7 @@ def _line_map(old: str, new: str) -> List[int]:
     more than the rewrite of a region)."""
     a, b = physical_lines(old), physical_lines(new)
     out = [0] * (len(b) + 2)
-    shortest = min(len(a), len(b))
-    head = 0
-    while head < shortest and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head, tail = shared_ends(a, b)
     for k in range(head):
         out[k + 1] = k + 1
     for k in range(tail):

@@ -18,6 +18,7 @@ from codemods.records import FIX, INFO, WARNING
 if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a run) must not wait for
     from .engine import FileResult, RunResult
 from .formats import display_path
+from .linediff import shared_ends
 
 PROGRESS_MIN_FILES = 50
 
@@ -40,13 +41,7 @@ def unified_diff(fr: FileResult) -> str:
     a = _LINES.findall(fr.old_text)
     b = _LINES.findall(fr.new_text)
     name = display_path(fr.path).replace("\\", "/")
-    shortest = min(len(a), len(b))
-    head = 0
-    while head < shortest and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head, tail = shared_ends(a, b)
     # the context, and as much again: where a change sits next to repeated lines (blank ones), difflib
     # may place it a few lines into the shared run, and its hunk then shows context from there
     lo, cut = max(0, head - 2 * _CONTEXT), max(0, tail - 2 * _CONTEXT)

@@ -90,13 +90,16 @@ def test_hunks_far_down_a_long_file_carry_the_whole_files_line_numbers():
 
 
 _LINES_STRATEGY = st.lists(st.sampled_from(["a\n", "b\n", "\n", "x = 1\n", "    pass\n", "c"]), max_size=40)
+# an old text and a new one that reverses its middle and inserts a line there (repeated lines abound)
+_EDITS = st.builds(lambda head, middle, tail: ("".join(head) + "".join(middle) + "".join(tail),
+                                               "".join(head) + "".join(reversed(middle)) + "x\n" + "".join(tail)),
+                   _LINES_STRATEGY, _LINES_STRATEGY, _LINES_STRATEGY)
 
 
 @settings(max_examples=300, deadline=None)
-@given(_LINES_STRATEGY, _LINES_STRATEGY, _LINES_STRATEGY)
-def test_the_diff_is_a_patch_of_the_old_text_into_the_new(head, middle, tail):
-    a = "".join(head) + "".join(middle) + "".join(tail)
-    b = "".join(head) + "".join(reversed(middle)) + "x\n" + "".join(tail)
+@given(_EDITS)
+def test_the_diff_is_a_patch_of_the_old_text_into_the_new(texts):
+    a, b = texts
     if a == b:
         return
     assert _apply(a, _diff(a, b)) == b
@@ -133,11 +136,10 @@ def test_a_form_feed_is_no_line_break():
 
 
 @settings(max_examples=300, deadline=None)
-@given(_LINES_STRATEGY, _LINES_STRATEGY, _LINES_STRATEGY)
-def test_every_hunk_has_its_context(head, middle, tail):
+@given(_EDITS)
+def test_every_hunk_has_its_context(texts):
     """Three lines of context before and after each hunk, unless it reaches the file's start or end."""
-    a = "".join(head) + "".join(middle) + "".join(tail)
-    b = "".join(head) + "".join(reversed(middle)) + "x\n" + "".join(tail)
+    a, b = texts
     if a == b:
         return
     patch = _diff(a, b)
