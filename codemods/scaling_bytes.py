@@ -124,7 +124,7 @@ def _called(data: bytes, close: int) -> bool:
             return False
         if c in _CLOSE_TO_OPEN:
             stack.append(_CLOSE_TO_OPEN[c])
-        elif c == 40 or c == 91 or c == 123:
+        elif c in _CLOSER:  # an opening bracket
             if stack.pop() != c:
                 return False
             if not stack:

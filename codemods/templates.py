@@ -11,23 +11,15 @@ validated when parsed), in about 40% of a parse. A copy and not the kept tree it
 from __future__ import annotations
 
 import functools
-from typing import Dict, List
+from typing import List
 
 import libcst as cst
 
-from .walk import field_names
+from .walk import NODE, SEQUENCE, TRIVIA, field_names, value_kind
 
 _new = object.__new__
 _set = object.__setattr__  # the nodes are frozen dataclasses
-_NODE, _SEQUENCE = 1, 2
-_KINDS: Dict[type, int] = {}  # type -> _NODE (any CSTNode, whitespace too), _SEQUENCE or 0
-
-
-def _kind(t: type) -> int:
-    kind = _KINDS.get(t)
-    if kind is None:
-        kind = _KINDS[t] = _NODE if issubclass(t, cst.CSTNode) else _SEQUENCE if issubclass(t, (list, tuple)) else 0
-    return kind
+_NODES = (NODE, TRIVIA)  # every node is copied, whitespace too
 
 
 def fresh_copy(node: cst.CSTNode) -> cst.CSTNode:
@@ -36,11 +28,11 @@ def fresh_copy(node: cst.CSTNode) -> cst.CSTNode:
     new = _new(cls)
     for name in field_names(cls):
         value = getattr(node, name)
-        kind = _kind(type(value))
-        if kind == _NODE:
+        kind = value_kind(type(value))
+        if kind in _NODES:
             value = fresh_copy(value)
-        elif kind == _SEQUENCE:
-            value = type(value)(fresh_copy(v) if _kind(type(v)) == _NODE else v for v in value)
+        elif kind == SEQUENCE:
+            value = type(value)(fresh_copy(v) if value_kind(type(v)) in _NODES else v for v in value)
         _set(new, name, value)
     return new
 

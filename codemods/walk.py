@@ -31,19 +31,19 @@ def field_names(cls: type) -> Tuple[str, ...]:
     return names
 
 
-# type -> what a field value of that type is: a syntax node (a CSTNode, not trivia), a sequence (a
-# list or tuple, subclasses too) or anything else; one dict lookup per value instead of isinstance
-# checks against libcst's abstract base class
-OTHER, NODE, SEQUENCE = 0, 1, 2
+# type -> what a field value of that type is: a syntax node, a trivia node (whitespace, comments,
+# punctuation), a sequence (a list or tuple, subclasses too) or anything else; one dict lookup per
+# value instead of isinstance checks against libcst's abstract base class
+OTHER, NODE, TRIVIA, SEQUENCE = 0, 1, 2, 3
 _KIND: Dict[type, int] = {}
 
 
 def value_kind(t: type) -> int:
-    """`NODE` for a syntax node class (a CSTNode that is not trivia), `SEQUENCE` for a list or tuple
-    class, `OTHER` otherwise (trivia, strings, None, sentinels)."""
+    """`NODE` for a syntax node class (a CSTNode that is not trivia), `TRIVIA` for a trivia node class,
+    `SEQUENCE` for a list or tuple class, `OTHER` otherwise (strings, None, sentinels)."""
     known = _KIND.get(t)
     if known is None:
-        known = _KIND[t] = NODE if issubclass(t, cst.CSTNode) and t not in _TRIVIA else \
+        known = _KIND[t] = (TRIVIA if t in _TRIVIA else NODE) if issubclass(t, cst.CSTNode) else \
             SEQUENCE if issubclass(t, (list, tuple)) else OTHER
     return known
 
