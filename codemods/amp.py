@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens, templates
+from . import amp_threading, screens, templates
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -1192,6 +1192,10 @@ class _Analysis:
     def plan_threading(self) -> None:
         if not self.use_scaler:
             return
+        if self.scaler_is_attr and not self.scaler_global:
+            self._refusal = amp_threading.check_holder_reach(self)
+            if self._refusal:
+                return
         if self.scaler_global or self.scaler_is_attr:
             # the scaler is reachable everywhere in this module: only calls into other modules need it
             for call in self._cross_module_calls():
@@ -1222,6 +1226,13 @@ class _Analysis:
             if id(f) in seen or f in have:
                 continue
             seen.add(id(f))
+            outer = self.func_of(f)
+            if outer is not None:
+                # a nested function sees the scaler of the function around it: its signature stays
+                self._closures.append(f)
+                if outer not in have and id(outer) not in seen:
+                    work.append(outer)
+                continue
             needing.append(f)
             base = self._framework_base(f)
             if base is not None and not self._call_sites(f, funcs):
@@ -1230,7 +1241,12 @@ class _Analysis:
                                           "hook), and nothing in this run calls it")
                 self._threading_failed_at = f
                 break
-            for call in self._call_sites(f, funcs):
+            self._refusal = amp_threading.value_use(self, f)
+            if self._refusal is None and self.class_of(f) is not None:
+                self._sites_of[id(f)], self._refusal = amp_threading.method_call_sites(self, f)
+            if self._refusal is not None:
+                break
+            for call in self._sites_of.get(id(f)) or self._call_sites(f, funcs):
                 caller = self.func_of(call)
                 if id(call) in self._threaded_calls:
                     continue
@@ -1250,8 +1266,11 @@ class _Analysis:
                     work.append(caller)
             if self._threading_failed:
                 break
-        if self._threading_failed:
+        if self._threading_failed or self._refusal:
             return
+        for f in self._closures:
+            self.report(f, R.SCALER_CLOSURE, f"`{f.name.value}` reads `{self.scaler_ref}` of the enclosing "
+                                             "function; its signature is unchanged", fixed=True)
         for call in cross:
             if id(call) not in self._threaded_calls:
                 self._threaded_calls.add(id(call))
@@ -1265,7 +1284,9 @@ class _Analysis:
             module_level = isinstance(self.parent(f), cst.Module)
             if module_level:
                 self.exported_funcs.append(f.name.value)
-            if self._call_sites(f, funcs):
+            elif self.class_of(f) is not None:
+                self.exported_methods.append(f.name.value)
+            if self._sites_of.get(id(f)) or self._call_sites(f, funcs):
                 self.report(f, R.THREADED, f"`{f.name.value}` now takes the `{self.scaler_ref}` parameter; call sites "
                                            "in this run pass it", fixed=True)
             elif module_level:
@@ -1350,6 +1371,10 @@ class _Analysis:
         self._step_anchors: Dict[int, cst.BaseStatement] = {}
         self._threading_failed: Optional[str] = None
         self._threading_failed_at: Optional[cst.CSTNode] = None
+        self._refusal: Optional[Tuple[cst.CSTNode, str]] = None
+        self._closures: List[cst.FunctionDef] = []
+        self._sites_of: Dict[int, List[cst.Call]] = {}
+        self.exported_methods: List[str] = []
         self._unsafe: Optional[str] = None
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
@@ -1359,6 +1384,7 @@ class _Analysis:
                 self.plan_threading_only()
             return
         self._pick_scaler_name()
+        self._take_scaler_from_subclass()
         held = self._held_back()
         if held:
             self.report(held, R.LEFTOVER, "the amp migration of this module is held back: a core site is "
@@ -1413,6 +1439,14 @@ class _Analysis:
             self._abort_all()
             return
         self.plan_threading()
+        if self._refusal is not None:
+            self.report(self._refusal[0], R.SIGNATURE_KEPT, f"{self._refusal[1]}; this module's amp code is left "
+                                                            "as it is")
+            self._abort_all()
+            candidates = amp_threading.candidate_classes(self)
+            if candidates:
+                self.ctx.exported.attr_candidates[self.ctx.module_name] = candidates
+            return
         if self._threading_failed:
             node = self._threading_failed_at or self.init_func or self.module
             self.report(node, R.UNSUPPORTED, f"{self._threading_failed}: return the scaler from the function that "
@@ -1436,10 +1470,26 @@ class _Analysis:
         for call in cross:
             self.report(call, R.THREADED, "this call now needs `scaler=...`: pass the GradScaler of this run")
 
+    def _take_scaler_from_subclass(self) -> None:
+        """A mixin or base (no `amp.initialize` here) of classes of the run that keep the scaler on `self`:
+        its methods read `self.<attr>` (A2A128)."""
+        attr = amp_threading.rescued(self.ctx.facts, self.ctx.module_name)
+        if attr is None or amp_threading.candidate_classes(self) != self.ctx.facts.attr_candidates[
+                self.ctx.module_name]:
+            return
+        self.scaler_is_attr, self.scaler_ref = True, attr
+        for c in self.index.classes:
+            if c.name.value in self.ctx.facts.attr_candidates[self.ctx.module_name]:
+                self.report(c, R.SCALER_ON_OBJECT, f"`{c.name.value}` is a base of classes that keep the scaler on "
+                                                   f"`self`: its methods read `self.{attr}` (every class using it "
+                                                   "must hold the scaler too)", fixed=True)
+
     def _imported_unmigrated_amp(self) -> Optional[str]:
         """A module this one imports whose amp code pass 1 left unmigrated (matched by its last name
-        component, so an import spelled from another root still counts)."""
-        kept = [m for m in self.ctx.facts.unmigrated_amp if m != self.ctx.module_name]
+        component, so an import spelled from another root still counts); a mixin module whose classes
+        read the scaler of this run's subclasses in pass 2 (`amp_threading.rescued`) does not count."""
+        kept = [m for m in self.ctx.facts.unmigrated_amp if m != self.ctx.module_name
+                and amp_threading.rescued(self.ctx.facts, m) is None]
         if not kept:
             return None
         imported = {part for qs in self.table.bindings.values() for q in qs for part in q.split(".")}
@@ -1482,7 +1532,7 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
@@ -1493,6 +1543,11 @@ class ApexAmpToTorchAmp(Codemod):
             key = facts_key(ctx.path, ctx.module_name)
             ctx.exported.scaler_functions.setdefault(key, []).extend(a.exported_funcs)
             ctx.exported.scaler_params[key] = a.scaler_ref
+        if a.plan and ctx.module_name:
+            if a.exported_methods:  # the engine checks no other file references them (engine._foreign_refs)
+                ctx.exported.scaler_methods[facts_key(ctx.path, ctx.module_name)] = list(a.exported_methods)
+            if a.scaler_is_attr and a.has_init:
+                ctx.exported.scaler_bases.update(amp_threading.published_bases(a))
         if not a.plan:
             return wrapper.module
         new = apply_plan(wrapper.module, a.plan)

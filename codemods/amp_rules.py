@@ -349,3 +349,69 @@ self.optimizer.step()  # in another module""",
     after="""
 self.scaler.step(self.optimizer)
 self.scaler.update()""")
+
+SIGNATURE_KEPT = rule(
+    "A2A126", "scaler-signature-not-changed", "the scaler would need a new parameter, but a caller could not be updated",
+    fixes=False, severity=WARNING,
+    why="""
+A function that used apex's global state needs the GradScaler object. A new parameter is added only
+when every call site is found in this run and passes it. A method called on an instance elsewhere
+(`trainer.train(loader)` in another module), a function passed as a value (a callback, a hook,
+`functools.partial(step_fn, ...)`, `Engine(update)`, a decorator that registers it) or one nothing in
+the run calls would break its callers, so the module's amp code is left as it is. Keep the scaler
+where the code already reaches it: on the object (`self.scaler = scaler` in `__init__`, then
+`self.scaler` in the method), or in the enclosing function (a closure), then rerun.""",
+    before="""
+class Trainer:
+    def train(self, loader):
+        ...
+        with amp.scale_loss(loss, self.optimizer) as scaled:
+            scaled.backward()
+# experiment.py
+trainer.train(loader)""",
+    after="""
+# unchanged: store the scaler on the Trainer (self.scaler) and migrate again""")
+
+SCALER_CLOSURE = rule(
+    "A2A127", "scaler-through-closure", "a nested function reads the scaler of its enclosing function",
+    fixes=True, severity=FIX,
+    why="""
+A nested function (an ignite `update(engine, batch)`, a callback defined inside `main()`) sees the
+names of the function around it: the scaler created there reaches it through the closure, so its
+signature stays as its caller (often a framework) expects.""",
+    before="""
+def main():
+    model, optimizer = amp.initialize(model, optimizer)
+    def update(engine, batch):
+        ...
+        with amp.scale_loss(loss, optimizer) as scaled:
+            scaled.backward()
+        optimizer.step()
+    trainer = Engine(update)""",
+    after="""
+def main():
+    scaler = torch.amp.GradScaler("cuda")
+    def update(engine, batch):
+        ...
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    trainer = Engine(update)""")
+
+SCALER_ON_OBJECT = rule(
+    "A2A128", "scaler-on-the-object", "a mixin or base class reads the scaler its subclass keeps on `self`",
+    fixes=True, severity=FIX,
+    why="""
+Where `amp.initialize` stored the model and optimizer on `self`, the scaler lives on the object too
+(`self.scaler`). The methods of the bases and mixins of that class in this run (a `backward(self,
+loss)` in a mixin module) read `self.scaler` instead of taking a new parameter, so their callers stay
+as they are. Every class that uses such a mixin must hold the scaler as well.""",
+    before="""
+class BackwardMixin:
+    def backward(self, loss):
+        with amp.scale_loss(loss, self.optimizer) as scaled:
+            scaled.backward()""",
+    after="""
+class BackwardMixin:
+    def backward(self, loss):
+        self.scaler.scale(loss).backward()""")

@@ -105,6 +105,17 @@ class RepoFacts:
     # imports that name from the module (found after pass 1): such an import stays in pass 2
     dropped_imports: Dict[str, List[str]] = field(default_factory=dict)
     reexports: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    # threading safety (codemods/amp_threading.py): qualified base class -> the scaler attribute of a class
+    # of the run that holds the scaler on `self` and derives from it; module -> its classes whose methods
+    # need the scaler and have no binding of their own (such a base then reads `self.<attr>`);
+    # facts key -> methods that get a scaler parameter, and -> those of them another file references
+    scaler_bases: Dict[str, str] = field(default_factory=dict)
+    attr_candidates: Dict[str, List[str]] = field(default_factory=dict)
+    scaler_methods: Dict[str, List[str]] = field(default_factory=dict)
+    foreign_method_refs: Dict[str, List[str]] = field(default_factory=dict)
+    # the A2A701 lint (codemods/scaler_calls.py): facts key -> "func" or "Class.method" -> the required
+    # scaler parameter's name and positional slot (-1: keyword-only; methods count `self`)
+    scaler_required: Dict[str, Dict[str, Tuple[str, int]]] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: "RepoFacts") -> None:
@@ -121,6 +132,14 @@ class RepoFacts:
             known.extend(n for n in names if n not in known)
         for mod, importers in other.reexports.items():
             self.reexports.setdefault(mod, {}).update(importers)
+        self.scaler_bases.update(other.scaler_bases)
+        for table in ("attr_candidates", "scaler_methods", "foreign_method_refs"):
+            mine = getattr(self, table)
+            for mod, names in getattr(other, table).items():
+                known = mine.setdefault(mod, [])
+                known.extend(n for n in names if n not in known)
+        for mod, required in other.scaler_required.items():
+            self.scaler_required.setdefault(mod, {}).update(required)
         for key, value in other.extra.items():
             self.extra.setdefault(key, value)
 

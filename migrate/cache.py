@@ -139,5 +139,9 @@ def facts_digest(facts: Any) -> str:
             sorted((str(k), repr(v)) for k, v in facts.spawn_entries.items()),
             sorted((str(k), repr(v)) for k, v in facts.extra.items()), sorted(facts.unmigrated_amp),
             sorted((k, sorted(v)) for k, v in facts.dropped_imports.items()),
-            sorted((k, sorted(v.items())) for k, v in facts.reexports.items()))
+            sorted((k, sorted(v.items())) for k, v in facts.reexports.items()),
+            sorted(facts.scaler_bases.items()),
+            [sorted((k, sorted(v)) for k, v in getattr(facts, t).items())
+             for t in ("attr_candidates", "scaler_methods", "foreign_method_refs")],
+            sorted((k, sorted(v.items())) for k, v in facts.scaler_required.items()))
     return hashlib.blake2b(repr(norm).encode(), digest_size=16).hexdigest()

@@ -477,7 +477,8 @@ def _write_later(d: discovery.Discovered, fr: FileResult) -> FileResult:
     return fr
 
 
-def pass_one_file(d: discovery.Discovered, config: RunConfig) -> Tuple[RepoFacts, Optional[FileResult]]:
+def pass_one_file(d: discovery.Discovered, config: RunConfig,
+                  facts: Optional[RepoFacts] = None) -> Tuple[RepoFacts, Optional[FileResult]]:
     """Pass 1 for one file: its rewrite without other files' facts, and the facts it publishes.
 
     `run` keeps the rewrite when the file names nothing another file published (pass 2 would make
@@ -487,7 +488,7 @@ def pass_one_file(d: discovery.Discovered, config: RunConfig) -> Tuple[RepoFacts
         src = _read(d)
     except SourceError as e:
         return RepoFacts(), FileResult(d.path, d.kind, error=str(e))
-    fr = _rewrite_read(src, d, config, RepoFacts())
+    fr = _rewrite_read(src, d, config, facts or RepoFacts())
     published = fr.exported or RepoFacts()
     return published, _slim(fr)
 
@@ -636,6 +637,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
+        _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
         for i in indexed:
             f, fr = pass_one[i]
             facts.merge(f)
@@ -957,6 +959,32 @@ def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: D
     for i, f in published.items():
         if any(key in facts.reexports for key in f.dropped_imports):
             ready.pop(i, None)
+
+
+def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                                 pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
+                                 data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
+    """Pass 1 again, in this process, for the files whose methods got a scaler parameter that another
+    file references (`migrate.method_refs`): told so, their amp migration refuses instead."""
+    published = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_methods}
+    if not published:
+        return
+    from .method_refs import foreign_refs
+
+    def bytes_of(j: int) -> Optional[bytes]:
+        data = data_of.get(j)
+        if data is None:
+            try:
+                data = read_bytes(files[j].path)
+            except SourceError:
+                return None
+        return data
+
+    python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
+    for i, found in foreign_refs(published, python, bytes_of).items():
+        told = RepoFacts(foreign_method_refs=found)
+        pass_one[i] = pass_one_file(files[i], config, told)
+        facts.merge(told)
 
 
 def _waits_for_a_helper(fr: FileResult) -> bool:
