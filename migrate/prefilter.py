@@ -332,6 +332,8 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
             module_name.startswith(module + ".")
         if named and any(f.encode() in data for f in funcs):
             return True
+    if module_name in facts.attr_candidates and any(k.startswith(module_name + ".") for k in facts.scaler_bases):
+        return True  # a mixin whose subclass in the run keeps the scaler on `self` (codemods/amp_threading.py)
     if b"initialize" in data and any(m != module_name and m.rpartition(".")[2].encode() in data
                                      for m in facts.unmigrated_amp):
         return True  # an `amp.initialize` that another module's unmigrated amp code relies on
