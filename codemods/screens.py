@@ -35,6 +35,16 @@ def _calls_amp_only_api(data: bytes, module_name: str = "") -> bool:
     return _UNRESOLVED_AMP_CALL.search(data) is not None
 
 
+# a `def` whose parameters name a scaler (`scaler`, `grad_scaler`, `: GradScaler`)
+_SCALER_DEF = re.compile(rb"\bdef\s+\w+\s*\([^)]*?[Ss]caler", re.S)
+
+
+def _defines_scaler_parameter(data: bytes, module_name: str = "") -> bool:
+    """A function definition with a scaler among its parameters (the A2A701 lint's own definitions;
+    callers elsewhere reach it through the published facts)."""
+    return _SCALER_DEF.search(data) is not None
+
+
 def _may_have_hazard(data: bytes, module_name: str = "") -> bool:
     """`hazard_bytes.may_have_hazard` (which reads no module name)."""
     return may_have_hazard(data)
@@ -51,19 +61,20 @@ LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_proce
 IMPORTS = Screen("imports", (b"apex",))
 HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss"),
                  _may_have_hazard)
+SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_parameter)
 
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               IMPORTS, HAZARDS)
+                               IMPORTS, HAZARDS, SCALER_CALLS)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
 BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
-                               MANUAL_SCALING, HAZARDS)
+                               SCALER_CALLS, MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(
     rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
     rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
-    rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler"
+    rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler|[Ss]caler"
 )

@@ -931,6 +931,7 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
     for i, fr in early.items():
         # its own module's functions, unless another file (a.py beside a/__init__.py) shares the name
         own = tuple(k for k in published[i].scaler_functions if publishers[k] == 1) if i in published else ()
+        own += tuple(published[i].scaler_required) if i in published else ()
         data = data_of.get(i) if data_of is not None else None
         if data is None:
             try:

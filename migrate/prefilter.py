@@ -284,6 +284,8 @@ def _published_names(facts: RepoFacts) -> Set[str]:
         names.update(funcs)
     for key in facts.spawn_entries:
         names.add(str(key).rsplit(".", 1)[-1])
+    for required in facts.scaler_required.values():
+        names.update(n.partition(".")[0] for n in required)
     return names
 
 
@@ -332,6 +334,13 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
             module_name.startswith(module + ".")
         if named and any(f.encode() in data for f in funcs):
             return True
+    for key, required in facts.scaler_required.items():
+        if key in skip_keys or not required:
+            continue
+        module = key.rpartition("::")[2]
+        named = not module or module.rpartition(".")[2].encode() in data or module_name.startswith(module + ".")
+        if named and any(n.partition(".")[0].encode() in data for n in required):
+            return True  # a call of a function or method with a required scaler parameter (A2A701)
     if module_name in facts.attr_candidates and any(k.startswith(module_name + ".") for k in facts.scaler_bases):
         return True  # a mixin whose subclass in the run keeps the scaler on `self` (codemods/amp_threading.py)
     if b"initialize" in data and any(m != module_name and m.rpartition(".")[2].encode() in data
