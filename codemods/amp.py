@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens, templates
+from . import amp_regions, screens, templates
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -665,8 +665,9 @@ class _Analysis:
         while True:
             block, idx = self.block_of(cur)
             if block is None:
-                self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward pass "
-                                                 "and loss in `torch.autocast(...)` by hand")
+                if not self._region_at_callers(anchor, loss, func):
+                    self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward "
+                                                     "pass and loss in `torch.autocast(...)` by hand")
                 return
             body = block.body  # type: ignore[attr-defined]
             end = -1
@@ -683,23 +684,35 @@ class _Analysis:
                 owner = self.parent(owner)
             if owner is None or isinstance(owner, (cst.FunctionDef, cst.ClassDef, cst.Module)) or \
                     not isinstance(owner, cst.BaseCompoundStatement):
-                self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward pass "
-                                                 "and loss in `torch.autocast(...)` by hand")
+                if not self._region_at_callers(anchor, loss, func):
+                    self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward "
+                                                     "pass and loss in `torch.autocast(...)` by hand")
                 return
             cur = owner
         # backward slice within the block, not crossing backward/step code
         needed = set(names_read(body[end])) | assigned_names(body[end])
         model_start = None
+        stop, traced = -1, []
         for j in range(end, -1, -1):
             s = body[j]
             if j != end and self._forbidden(s):
+                stop = j
                 break
             if j != end and not (assigned_names(s) & needed):
                 continue
             if j != end:
                 needed |= names_read(s)
+            traced.append(s)
             if self._calls_model(s, func):
                 model_start = j
+        if model_start is None:
+            elsewhere = amp_regions.forward_elsewhere(self, body, stop, traced, needed, func)
+            if elsewhere is not None:
+                self.report(elsewhere[0], R.REGION_OUTSIDE_FORWARD, f"{elsewhere[1]}; put the forward and the "
+                                                                    "loss in one block (or add the autocast region "
+                                                                    "by hand)")
+                self._unsafe = "no autocast region can cover the forward pass the loss comes from"
+                return
         start = model_start if model_start is not None else end
         rng = body[start:end + 1]
         if not self.ctx.enabled(R.AUTOCAST.code) or any(self.ctx.suppressed(s, R.AUTOCAST.code) for s in rng):
@@ -736,6 +749,24 @@ class _Analysis:
 
         self.plan.wrap(rng[0], rng[-1], make)
         self.report(rng[0], R.AUTOCAST, f"forward and loss wrapped in `torch.autocast({', '.join(args)})`", fixed=True)
+
+    def _region_at_callers(self, anchor: cst.CSTNode, loss: cst.BaseExpression,
+                           func: Optional[cst.FunctionDef]) -> bool:
+        """The loss is a parameter of a backward helper: plan the region at each of its callers in this
+        module, around the forward and the loss they pass in. False when there is none to plan."""
+        seen = getattr(self, "_helper_regions", set())
+        self._helper_regions = seen
+        if func is None or id(func) in seen:
+            return False
+        callers = amp_regions.loss_at_callers(self, loss, func)
+        if not callers:
+            return False
+        seen.add(id(func))
+        for stmt, arg, caller in callers:
+            self.plan_region(stmt, arg, caller)
+            if self.use_scaler and "is_enabled()" in (self.enabled_for(caller) or ""):
+                self.user_funcs.add(caller)
+        return True
 
     def enabled_for(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
         if self.cond is None:
@@ -822,6 +853,11 @@ class _Analysis:
                 return True
             if not models and isinstance(f, cst.Name) and f.value in callables:
                 return True
+            if not models and isinstance(f, cst.Attribute) and f.attr.value == "forward" and (
+                    (isinstance(f.value, cst.Name) and f.value.value in callables) or (
+                        isinstance(f.value, cst.Attribute) and isinstance(f.value.value, cst.Name) and
+                        f.value.value.value == "self")):
+                return True  # `self.model.forward(**batch)`, `model.forward(x)`
             if not models and isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
                     f.value.value == "self" and f.attr.value not in ("forward",):
                 return True
@@ -1482,7 +1518,7 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A140", "A2A141", "A2A142")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
