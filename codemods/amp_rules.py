@@ -24,7 +24,8 @@ SCALE_LOSS = rule(
 `scaler.scale(loss)` multiplies the loss by the current scale. Unlike apex, gradients stay scaled after
 the backward until `scaler.unscale_(opt)` or `scaler.step(opt)`. `delay_unscale` and
 `delay_overflow_check` are dropped: accumulation works by stepping only at the boundary. `loss_id`
-is dropped too, except with `num_losses` > 1, where each loss keeps its own scaler (A2A140). `if fp16: <apex backward> else: loss.backward()` collapses to the scaler line
+is dropped too, except with `num_losses` > 1, where each loss keeps its own scaler (A2A140).
+`if fp16: <apex backward> else: loss.backward()` collapses to the scaler line
 (a disabled scaler returns the loss unchanged).""",
     before="""
 if args.fp16:
