@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_threading, screens, templates
+from . import amp_losses, amp_regions, amp_threading, screens, templates
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -550,7 +550,10 @@ class _Analysis:
                                             "no scaler)", fixed=True)
             return
         if self.use_scaler:
-            scaler_stmt = _stmt(f"{self.scaler_target()} = {self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})")
+            made = f"{self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})"
+            if self.loss_scalers is not None:  # apex's num_losses scalers, one per loss_id
+                made = f"[{made} for _ in range({self.loss_scalers.count})]"
+            scaler_stmt = _stmt(f"{self.scaler_target()} = {made}")
             self.needs_torch = True
         self.scaler_anchor = stmt if outer is stmt or not conds else outer
         if outer is stmt or not conds:
@@ -584,7 +587,22 @@ class _Analysis:
         return f"self.{self.scaler_ref}" if self.scaler_is_attr else self.scaler_ref
 
     def scaler_expr(self) -> str:
-        return self.scaler_target()
+        """The scaler; with one per loss (`num_losses`), the first, which shares their enabled switch."""
+        return self.scaler_target() if self.loss_scalers is None else f"{self.scaler_target()}[0]"
+
+    def scaler_of_call(self, call: cst.Call) -> str:
+        """The scaler of a `scale_loss` call: its `loss_id`'s with one scaler per loss."""
+        if self.loss_scalers is None:
+            return self.scaler_expr()
+        return f"{self.scaler_target()}[{self.loss_scalers.of_call[id(call)]}]"
+
+    def scaler_of_opt(self, opt: str) -> Optional[str]:
+        """The scaler that steps and unscales `opt`: the one of the loss whose gradients it takes; None
+        with one scaler per loss when no `scale_loss` names `opt`."""
+        if self.loss_scalers is None:
+            return self.scaler_expr()
+        k = self.loss_scalers.of_opt.get(norm_code(_expr(opt)))
+        return None if k is None else f"{self.scaler_target()}[{k}]"
 
     # -- scale_loss -----------------------------------------------------------------------------
     def with_of(self, site: _Site) -> Optional[cst.With]:
@@ -616,7 +634,7 @@ class _Analysis:
         tname = asname.name.value if asname is not None and isinstance(asname.name, cst.Name) else None
         body: Sequence[cst.CSTNode] = w.body.body if isinstance(w.body, cst.IndentedBlock) else [
             cst.SimpleStatementLine(body=list(w.body.body))]  # type: ignore[union-attr]
-        scaled = f"{self.scaler_expr()}.scale({_code(loss.value)})" if self.use_scaler else _code(loss.value)
+        scaled = f"{self.scaler_of_call(call)}.scale({_code(loss.value)})" if self.use_scaler else _code(loss.value)
         loss_code = _code(as_primary(loss.value))
         new_line: Optional[cst.BaseStatement] = None
         bw = _single_backward(body, tname)
@@ -624,7 +642,7 @@ class _Analysis:
             bw = None  # `scaled_loss` is read after the `with` too: keep binding it
         if bw is not None:
             call_args = ", ".join(_code(a).rstrip(", ") for a in bw.args)
-            prefix = f"{self.scaler_expr()}.scale({_code(loss.value)})" if self.use_scaler else loss_code
+            prefix = f"{self.scaler_of_call(call)}.scale({_code(loss.value)})" if self.use_scaler else loss_code
             new_line = _stmt(f"{prefix}.backward({call_args})")
             new_stmts: List[cst.BaseStatement] = [new_line]
         else:
@@ -665,8 +683,9 @@ class _Analysis:
         while True:
             block, idx = self.block_of(cur)
             if block is None:
-                self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward pass "
-                                                 "and loss in `torch.autocast(...)` by hand")
+                if not self._region_at_callers(anchor, loss, func):
+                    self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward "
+                                                     "pass and loss in `torch.autocast(...)` by hand")
                 return
             body = block.body  # type: ignore[attr-defined]
             end = -1
@@ -683,23 +702,35 @@ class _Analysis:
                 owner = self.parent(owner)
             if owner is None or isinstance(owner, (cst.FunctionDef, cst.ClassDef, cst.Module)) or \
                     not isinstance(owner, cst.BaseCompoundStatement):
-                self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward pass "
-                                                 "and loss in `torch.autocast(...)` by hand")
+                if not self._region_at_callers(anchor, loss, func):
+                    self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward "
+                                                     "pass and loss in `torch.autocast(...)` by hand")
                 return
             cur = owner
         # backward slice within the block, not crossing backward/step code
         needed = set(names_read(body[end])) | assigned_names(body[end])
         model_start = None
+        stop, traced = -1, []
         for j in range(end, -1, -1):
             s = body[j]
             if j != end and self._forbidden(s):
+                stop = j
                 break
             if j != end and not (assigned_names(s) & needed):
                 continue
             if j != end:
                 needed |= names_read(s)
+            traced.append(s)
             if self._calls_model(s, func):
                 model_start = j
+        if model_start is None:
+            elsewhere = amp_regions.forward_elsewhere(self, body, stop, traced, needed, func)
+            if elsewhere is not None:
+                self.report(elsewhere[0], R.REGION_OUTSIDE_FORWARD, f"{elsewhere[1]}; put the forward and the "
+                                                                    "loss in one block (or add the autocast region "
+                                                                    "by hand)")
+                self._unsafe = "no autocast region can cover the forward pass the loss comes from"
+                return
         start = model_start if model_start is not None else end
         rng = body[start:end + 1]
         if not self.ctx.enabled(R.AUTOCAST.code) or any(self.ctx.suppressed(s, R.AUTOCAST.code) for s in rng):
@@ -736,6 +767,24 @@ class _Analysis:
 
         self.plan.wrap(rng[0], rng[-1], make)
         self.report(rng[0], R.AUTOCAST, f"forward and loss wrapped in `torch.autocast({', '.join(args)})`", fixed=True)
+
+    def _region_at_callers(self, anchor: cst.CSTNode, loss: cst.BaseExpression,
+                           func: Optional[cst.FunctionDef]) -> bool:
+        """The loss is a parameter of a backward helper: plan the region at each of its callers in this
+        module, around the forward and the loss they pass in. False when there is none to plan."""
+        seen = getattr(self, "_helper_regions", set())
+        self._helper_regions = seen
+        if func is None or id(func) in seen:
+            return False
+        callers = amp_regions.loss_at_callers(self, loss, func)
+        if not callers:
+            return False
+        seen.add(id(func))
+        for stmt, arg, caller in callers:
+            self.plan_region(stmt, arg, caller)
+            if self.use_scaler and "is_enabled()" in (self.enabled_for(caller) or ""):
+                self.user_funcs.add(caller)
+        return True
 
     def enabled_for(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
         if self.cond is None:
@@ -822,6 +871,11 @@ class _Analysis:
                 return True
             if not models and isinstance(f, cst.Name) and f.value in callables:
                 return True
+            if not models and isinstance(f, cst.Attribute) and f.attr.value == "forward" and (
+                    (isinstance(f.value, cst.Name) and f.value.value in callables) or (
+                        isinstance(f.value, cst.Attribute) and isinstance(f.value.value, cst.Name) and
+                        f.value.value.value == "self")):
+                return True  # `self.model.forward(**batch)`, `model.forward(x)`
             if not models and isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
                     f.value.value == "self" and f.attr.value not in ("forward",):
                 return True
@@ -889,23 +943,36 @@ class _Analysis:
                 self.report(call, R.UNSUPPORTED, f"`{opt}.step(...)` used in an expression or with arguments: use "
                                                  f"`scaler.step({opt})` and `scaler.update()` by hand")
                 continue
-            self.plan.replace_node[call] = _expr(f"{self.scaler_expr()}.step({opt})")
+            sc = self.scaler_of_opt(opt)
+            if sc is None:
+                self.report(call, R.PER_LOSS_UNSUPPORTED, f"`{opt}.step()`: no `amp.scale_loss` of this module "
+                                                          "names this optimizer, so which loss scaler steps it is "
+                                                          "unknown")
+                self._unsafe = "an optimizer step without a loss scaler"
+                continue
+            self.plan.replace_node[call] = _expr(f"{sc}.step({opt})")
             self.user_funcs.add(func)
             anchor = anchors.get(id(call), stmt)  # a loop over the optimizers updates once, after the loop
             loop = self._loop_of(anchor)
-            by_block.setdefault((id(func), id(loop)), []).append((call, anchor, func, opt))
-            self.report(call, R.STEP, f"`{opt}.step()` -> `{self.scaler_expr()}.step({opt})`", fixed=True)
-        for group in by_block.values():
+            by_block.setdefault((id(func), id(loop), sc), []).append((call, anchor, func, opt))
+            self.report(call, R.STEP, f"`{opt}.step()` -> `{sc}.step({opt})`", fixed=True)
+        for (_, _, sc), group in by_block.items():
             blocks = {id(self.block_of(s[1])[0]) for s in group}
             stepped = [norm_code(_expr(s[3])) for s in group]
             # one update after the iteration's last step; an optimizer that steps again in the same
             # block (iterations written out one after another) needs an update before its next step
             if len(blocks) == 1 and len(stepped) == len(set(stepped)):
                 last = max(group, key=lambda s: self.block_of(s[1])[1])
-                self.plan.insert_after(last[1], [_stmt(f"{self.scaler_expr()}.update()")])
+                self.plan.insert_after(last[1], [_stmt(f"{sc}.update()")])
+            elif self.loss_scalers is not None and len(set(stepped)) > 1:
+                # apex updated a loss's scaler once per scale_loss: its optimizers stepping apart cannot say when
+                self.report(group[0][0], R.PER_LOSS_UNSUPPORTED, f"the optimizers of one loss ({', '.join(sorted(set(s[3] for s in group)))}) "
+                                                                 "step in different places: when its scaler "
+                                                                 "must update is not clear")
+                self._unsafe = "the optimizers of one loss step apart"
             else:
                 for s in group:
-                    self.plan.insert_after(s[1], [_stmt(f"{self.scaler_expr()}.update()")])
+                    self.plan.insert_after(s[1], [_stmt(f"{sc}.update()")])
 
     def _optimizer_loop(self, call: cst.Call, receiver: cst.BaseExpression) -> Optional[cst.For]:
         """The `for o in optimizers:` around `o.step()` when `optimizers` holds the amp optimizers
@@ -1042,7 +1109,7 @@ class _Analysis:
             inserted = False
             if self.use_scaler and reads_grads and key not in unscaled:
                 unscaled.add(key)
-                unscale = [_stmt(f"{self.scaler_expr()}.unscale_({opt})")]
+                unscale = [_stmt(f"{self.scaler_of_opt(opt) or self.scaler_expr()}.unscale_({opt})")]
                 bw = self._backward_before(target_stmt, func, opt)
                 if in_loop:
                     self.plan.insert_before(target_stmt, unscale)
@@ -1167,7 +1234,9 @@ class _Analysis:
         if isinstance(f, cst.Attribute) and f.attr.value == "loss_scale" and isinstance(f.value, cst.Subscript):
             base = f.value.value
             if isinstance(base, cst.Attribute) and base.attr.value == "loss_scalers" and self.use_scaler:
-                self.plan.replace_node[call] = _expr(f"{self.scaler_expr()}.get_scale()")
+                sc = self.scaler_expr() if self.loss_scalers is None else \
+                    f"{self.scaler_target()}[{_code(f.value.slice[0].slice.value)}]"  # the same index
+                self.plan.replace_node[call] = _expr(f"{sc}.get_scale()")
                 self.user_funcs.add(self.func_of(call))
                 self.report(call, R.GET_SCALE, "`_amp_state.loss_scalers[i].loss_scale()` -> `scaler.get_scale()`",
                             fixed=True)
@@ -1364,6 +1433,7 @@ class _Analysis:
     def run(self) -> None:
         self._regions: List[Tuple[cst.CSTNode, int, int]] = []
         self._steps: List = []
+        self.loss_scalers: Optional[amp_losses.LossScalers] = None
         self._threaded_calls: Set[int] = set()
         self._mp_done: Set[int] = set()
         self._backwards: List[Tuple[cst.CSTNode, Optional[cst.FunctionDef], Set[str]]] = []
@@ -1412,6 +1482,7 @@ class _Analysis:
                 # a scaler made there would be a class attribute, which the methods cannot read by its name
                 self.report(s.call, R.UNSUPPORTED, "`amp.initialize` in a class body: migrate by hand")
                 self.abort = True
+        self.loss_scalers = amp_losses.plan(self, live) if not self.abort else None
         for s in inits:
             if not self.abort:
                 self.plan_initialize(s)
@@ -1532,7 +1603,8 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128")
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A140", "A2A141",
+                                                           "A2A142")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -22,9 +22,10 @@ SCALE_LOSS = rule(
     fixes=True, severity=FIX,
     why="""
 `scaler.scale(loss)` multiplies the loss by the current scale. Unlike apex, gradients stay scaled after
-the backward until `scaler.unscale_(opt)` or `scaler.step(opt)`. `loss_id`, `delay_unscale` and
-`delay_overflow_check` are dropped: one scaler serves every loss, and accumulation works by stepping
-only at the boundary. `if fp16: <apex backward> else: loss.backward()` collapses to the scaler line
+the backward until `scaler.unscale_(opt)` or `scaler.step(opt)`. `delay_unscale` and
+`delay_overflow_check` are dropped: accumulation works by stepping only at the boundary. `loss_id`
+is dropped too, except with `num_losses` > 1, where each loss keeps its own scaler (A2A140).
+`if fp16: <apex backward> else: loss.backward()` collapses to the scaler line
 (a disabled scaler returns the loss unchanged).""",
     before="""
 if args.fp16:
@@ -415,3 +416,73 @@ class BackwardMixin:
 class BackwardMixin:
     def backward(self, loss):
         self.scaler.scale(loss).backward()""")
+PER_LOSS_SCALERS = rule(
+    "A2A140", "one-grad-scaler-per-loss-id", "`num_losses=N` with `loss_id=k` -> one GradScaler per loss (`scalers[k]`)",
+    fixes=True, severity=FIX,
+    why="""
+With `amp.initialize(..., num_losses=N)` apex kept N independent dynamic loss scalers: `scale_loss(loss,
+opt, loss_id=k)` scaled by scaler k, and at its exit scaler k alone checked the gradients of `opt`,
+halved its own scale (and skipped `opt`'s next step) on an overflow, and counted its own clean steps.
+One shared GradScaler would halve every loss's scale when one overflows, and count its growth window
+in iterations of the whole loop. So each loss gets its own GradScaler, `scalers[k]`: scaled for its loss,
+stepping its own optimizers, updated once after their last step. Each optimizer must belong to one
+loss_id (else A2A141).""",
+    before="""
+[netG, netD], [optG, optD] = amp.initialize([netG, netD], [optG, optD], num_losses=2)
+with amp.scale_loss(errD, optD, loss_id=0) as s:
+    s.backward()
+optD.step()
+if i % 2 == 0:
+    with amp.scale_loss(errG, optG, loss_id=1) as s:
+        s.backward()
+    optG.step()""",
+    after="""
+scalers = [torch.amp.GradScaler("cuda") for _ in range(2)]
+scalers[0].scale(errD).backward()
+scalers[0].step(optD)
+scalers[0].update()
+if i % 2 == 0:
+    scalers[1].scale(errG).backward()
+    scalers[1].step(optG)
+    scalers[1].update()""")
+
+PER_LOSS_UNSUPPORTED = rule(
+    "A2A141", "loss-id-shape-unsupported", "several apex loss scalers in a shape that cannot be mapped to GradScalers safely",
+    fixes=False, severity=WARNING,
+    why="""
+apex's `loss_id` picks one of `num_losses` loss scalers. The migration maps each to its own GradScaler
+only when that mapping is provably the same: `num_losses` and every `loss_id` are integer literals,
+every optimizer belongs to one loss_id, the optimizers of one loss step together, and no apex state
+dict (one entry per scaler) or cross-module scaler is involved. Otherwise the module's amp code is left
+as it is: give each loss its own `torch.amp.GradScaler`, scale its loss with it, step its optimizers
+with it and call its `update()` after them.""",
+    before="""
+with amp.scale_loss(losses[i], optimizers[i], loss_id=i) as s:
+    s.backward()""",
+    after="""
+scalers[i].scale(losses[i]).backward()
+scalers[i].step(optimizers[i])
+scalers[i].update()""")
+
+REGION_OUTSIDE_FORWARD = rule(
+    "A2A142", "autocast-region-cannot-cover-forward", "the loss comes from a forward pass the autocast region cannot cover",
+    fixes=False, severity=WARNING,
+    why="""
+The autocast region must start at the forward pass the loss is computed from; wrapping only the loss
+would leave the model in fp32 while a GradScaler scales it (apex O1 ran the forward in fp16). When the
+forward runs in another function of this module, or before a loop/`if` boundary or a backward/step
+the region may not cross, no correct region exists, so the module's amp code is left as it is. Move the
+forward next to the loss (or put `with torch.autocast(...)` around the forward and the loss by hand).""",
+    before="""
+outputs = model(images)
+for k in range(heads):
+    loss = criterion(outputs[k], targets[k])
+    with amp.scale_loss(loss, optimizer) as s:
+        s.backward(retain_graph=True)""",
+    after="""
+with torch.autocast("cuda", dtype=torch.float16):
+    outputs = model(images)
+for k in range(heads):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(outputs[k], targets[k])
+    scaler.scale(loss).backward(retain_graph=True)""")

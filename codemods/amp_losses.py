@@ -1,0 +1,102 @@
+"""apex's `num_losses` loss scalers -> one GradScaler per `loss_id` (`scalers[k]`).
+
+apex kept one dynamic loss scaler per loss: `scale_loss(loss, opt, loss_id=k)` scaled by scaler k and, at
+its exit, scaler k alone checked `opt`'s gradients, halved its own scale and skipped `opt`'s next step on
+an overflow. A GradScaler per loss does the same when each optimizer belongs to one loss and is stepped
+(and the scaler updated) through that loss's scaler. Shapes where that cannot be shown are refused (A2A141).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from . import amp_rules as R
+from .names import arg_by, norm_code
+
+
+class LossScalers:
+    """How many scalers, which one each scale_loss call uses, and which one steps each optimizer."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.of_call: Dict[int, int] = {}
+        self.of_opt: Dict[str, int] = {}
+
+
+def _int(node: Optional[cst.Arg]) -> Optional[int]:
+    if node is None:
+        return None
+    v = node.value
+    return int(v.value, 0) if isinstance(v, cst.Integer) else None
+
+
+def plan(a, live: List) -> Optional[LossScalers]:
+    """The per-loss scalers of this module, or None when one scaler serves (one loss id in use, bf16, no
+    `num_losses`). Refuses (A2A141, `a.abort`) the shapes it cannot map."""
+    inits = [s for s in live if s.kind == "initialize"]
+    losses = [s for s in live if s.kind == "scale_loss"]
+    ids = [(s, arg_by(s.call, 2, "loss_id")) for s in losses]
+    given = [(s, x) for s, x in ids if x is not None]
+    num = arg_by(inits[0].call, 99, "num_losses") if len(inits) == 1 else None
+    if num is None and not given:
+        return None
+    count = _int(num) if num is not None else 1
+
+    def refuse(node: cst.CSTNode, why: str) -> None:
+        a.report(node, R.PER_LOSS_UNSUPPORTED, f"{why}: apex kept one loss scaler per loss id; give each loss its "
+                                               "own GradScaler by hand (this module's amp code is left as it is)")
+        a.abort = True
+
+    for s, x in given:
+        k = _int(x)
+        if k is None:
+            refuse(s.call, "`loss_id` is not an integer literal")
+            return None
+        if not inits and k != 0:
+            refuse(s.call, f"`loss_id={k}` picks one of the loss scalers an `amp.initialize` in another module made")
+            return None
+    if num is not None and count is None:
+        if given:
+            refuse(num, "`num_losses` is not an integer literal")
+        return None
+    if not inits or count is None or count <= 1:
+        return None
+    out = LossScalers(count)
+    for s, x in ids:
+        k = _int(x) if x is not None else 0
+        if k is None or not 0 <= k < count:
+            refuse(s.call, f"`loss_id={k}` is outside `num_losses={count}`")
+            return None
+        out.of_call[id(s.call)] = k
+    if len(set(out.of_call.values())) <= 1 or not a.use_scaler:
+        return None  # one loss scaler in use: one GradScaler is the same
+    from .amp import _flatten  # the optimizer list as amp.initialize / scale_loss spell it
+    for s in losses:
+        opt = arg_by(s.call, 1, "optimizers")
+        if opt is None:
+            refuse(s.call, "`amp.scale_loss` without its optimizers")
+            return None
+        for e in _flatten(opt.value):
+            key, k = norm_code(e), out.of_call[id(s.call)]
+            if out.of_opt.setdefault(key, k) != k:
+                refuse(s.call, f"`{key}` gets gradients of losses {out.of_opt[key]} and {k}, each with its own "
+                               "apex loss scaler; a GradScaler steps an optimizer with one scale")
+                return None
+    for s in live:
+        if s.kind in ("state_dict", "load_state_dict"):
+            refuse(s.call, f"`amp.{s.kind}` holds one entry per loss scaler (`loss_scaler0`, `loss_scaler1`, ...)")
+            return None
+    if a._cross_module_calls():
+        refuse(inits[0].call, "the scalers would be passed to functions of other modules, which take one scaler")
+        return None
+    a.scaler_ref = scaler_name(a)
+    a.report(num, R.PER_LOSS_SCALERS, f"`num_losses={count}` -> one GradScaler per loss "
+                                      f"(`{a.scaler_ref}[k]` for `loss_id=k`)", fixed=True)
+    return out
+
+
+def scaler_name(a) -> str:
+    """A free name for the list of scalers."""
+    used = set(a.table.bindings) | a.index.name_values | a.index.attr_values
+    return next((c for c in ("scalers", "grad_scalers", "amp_scalers") if c not in used), "amp_grad_scalers")
