@@ -173,6 +173,19 @@ def _halves(small: cst.CSTNode, scale: Optional[str] = None) -> Optional[str]:
     return s
 
 
+def _to_fp32(node: cst.CSTNode) -> bool:
+    """`x.float()`, `x.type(torch.cuda.FloatTensor)`, `x.to(torch.float32)` (or `...dtype=torch.float)`)."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    attr = node.func.attr.value
+    if attr == "float":
+        return not node.args
+    args = [norm_code(a.value) for a in node.args]
+    if attr == "type":
+        return any("FloatTensor" in a or a in ("torch.float32", "torch.float") for a in args)
+    return attr == "to" and any(a in ("torch.float32", "torch.float") for a in args)
+
+
 def _grad_division(loop: cst.CSTNode, scale: Optional[str] = None) -> Optional[str]:
     """The scale of `for p in ...: [if p.grad is not None:] p.grad(.data) = p.grad(.data) / S` (or `/= S`,
     `.div_(S)`, `.mul_(1 / S)`)."""
@@ -234,7 +247,8 @@ class HandFp16:
         return self._models
 
     def model_casts(self) -> List[Tuple[cst.Call, str, cst.SimpleStatementLine]]:
-        """(the `.half()` call, the model, its statement) of `M.half()` / `M = M.half()` (with .cuda()/.to())."""
+        """(the `.half()` call, the model, its statement) of `M.half()`, `M = M.half()`, `return M.half()`
+        (with .cuda()/.to() around), M a name whose parameters the module reads."""
         out = []
         for c in self.calls:
             if not (isinstance(c.func, cst.Attribute) and c.func.attr.value == "half" and not c.args):
@@ -250,8 +264,8 @@ class HandFp16:
             if model is None or model not in self.models:
                 continue
             small = line.body[0]
-            if isinstance(small, cst.Expr) or (isinstance(small, cst.Assign) and len(small.targets) == 1
-                                               and dotted_name(small.targets[0].target) == model):
+            if isinstance(small, (cst.Expr, cst.Return)) or (isinstance(small, cst.Assign) and len(small.targets) == 1
+                                                             and dotted_name(small.targets[0].target) == model):
                 out.append((c, model, line))
         return out
 
@@ -295,13 +309,23 @@ class HandFp16:
                      f"{model} fp32 and run forward + loss under torch.autocast(\"{dev}\", dtype=torch.float16, "
                      "enabled=<the fp16 flag>); the optimizer then updates the fp32 weights themselves (numerics "
                      "change: the weights are no longer rounded to fp16 after each step)")
+        cast_ids = {id(c) for c, _m, _l in casts}
+        for c in self.calls:
+            if isinstance(c.func, cst.Attribute) and c.func.attr.value == "half" and not c.args \
+                    and id(c) not in cast_ids:
+                self.handled.add(id(c))
+                m.report(c, "A2A507", f"{code_of(c)}: cast to fp16 by hand for the fp16 model; once the model "
+                         "stays fp32 under autocast, pass fp32 tensors (autocast casts per op)")
         masters = self._master_copies()
         for node, name, model in masters:
             m.report(node, "A2A508", f"{name}: fp32 master copies of {model}'s parameters kept by hand; with "
                      f"{model} fp32 under autocast, build the optimizer on {model}'s own parameters and remove "
                      "the copies")
         names = {name for _n, name, _m in masters}
+        in_loop_heads = {id(n) for f in _walk(self.module) if isinstance(f, cst.For) for n in _walk(f.iter)}
         for c in self.calls:
+            if id(c) in in_loop_heads:
+                continue  # `for a, b in zip(copies, model.parameters())`: the loop is reported
             args = [a.value for a in c.args]
             if any(dotted_name(a) in names for a in args) and any(_params_call(a) for a in args):
                 callee = code_of(c.func)
@@ -349,7 +373,7 @@ class HandFp16:
             inner = _walk(node.value)
             models = {m for m in (_params_call(n) for n in inner) if m}
             attrs = {n.func.attr.value for n in inner if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)}
-            if models and "float" in attrs and attrs & {"clone", "detach", "new", "copy_"}:
+            if models and any(_to_fp32(n) for n in inner) and attrs & {"clone", "detach", "new", "copy_"}:
                 out.append((node, name, sorted(models)[0]))
         return out
 
