@@ -295,7 +295,7 @@ class HandFp16:
         casts = self.model_casts()
         if not casts:
             return
-        reason = self._migrate(casts) if self.mig.ok(casts[0][0], "A2A506") else None
+        reason = self._migrate(casts) if self.mig.ok(casts[0][0], "A2A506") else "A2A506 is not selected here"
         if reason is not None:
             self._report_sites(casts, reason)
 
