@@ -293,8 +293,12 @@ class HandFp16:
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> None:
         casts = self.model_casts()
-        if not casts:
-            return
+        code = self.mig.index.code
+        if not casts or "autocast" in code or "GradScaler" in code:
+            return  # native AMP code: a `.half()` left there is the hazard lint's (A2A604)
+        if not (self._loss_products() or self._master_copies()
+                or any(isinstance(n, cst.For) and _grad_division(n) for n in _walk(self.module))):
+            return  # a `.half()` model, but no sign of training it by hand
         reason = self._migrate(casts) if self.mig.ok(casts[0][0], "A2A506") else "A2A506 is not selected here"
         if reason is not None:
             self._report_sites(casts, reason)
