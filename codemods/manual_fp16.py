@@ -23,7 +23,7 @@ gradient division and the halving on NaN), and the code stays as it is.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, List, Optional, Set, Tuple
 
 import libcst as cst
 
