@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens, templates
+from . import manual_fp16, screens, templates
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -149,7 +149,7 @@ class ManualLossScalingToGradScaler(Codemod):
 
     NAME = "manual_scaling"
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
-    CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512")
+    CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512") + manual_fp16.CODES
     PREFILTER = screens.MANUAL_SCALING.PREFILTER  # tokens and second stage: codemods/screens.py
 
     wants = staticmethod(screens.MANUAL_SCALING.wants)  # on the stdlib AST
@@ -188,6 +188,7 @@ class _Migration:
         self._scaler_base: Optional[str] = None
         self._code: Dict[int, str] = {}  # id(node) -> code_of(node), for the module and scopes
         self._assigns: Dict[int, List[cst.CSTNode]] = {}  # id(scope) -> its Assign/AugAssign/AnnAssign nodes
+        self._by_hand_fp16: Set[int] = set()  # ids of nodes the hand-written fp16 pass answered for
 
     @property
     def scaler_base(self) -> str:
@@ -251,6 +252,10 @@ class _Migration:
                 self.report(call, "A2A502", f"{q.rsplit('.', 1)[1]}: keep the model fp32 and run forward + loss under "
                             "torch.autocast (GradScaler rejects fp16 gradients); network_to_half also changed "
                             "state_dict keys (prefix '1.')")
+        if not fp16_opts and not helpers and not any(self.res.apex_name(c.func) in MODEL_WRAPPERS for c in self.calls):
+            fp16 = manual_fp16.HandFp16(self)  # a `.half()` model trained by hand (2018 BERT fine-tuning style)
+            fp16.run()
+            self._by_hand_fp16 = fp16.handled
         if not fp16_opts:
             self._manual_scaling()
         self._wrapper_classes()
@@ -534,7 +539,7 @@ class _Migration:
             prod = recv if isinstance(recv, cst.BinaryOperation) else None
             scaled_stmt = None
             line = _stmt_line(c, self.parents)
-            if line is None or sole_call(line) is not c:
+            if line is None or sole_call(line) is not c or id(c) in self._by_hand_fp16:
                 continue
             block = _block_of(line, self.parents)
             if block is None:
@@ -548,7 +553,7 @@ class _Migration:
                                                                                      cst.BinaryOperation):
                     prod = prev.body[0].value
                     scaled_stmt = prev
-            if prod is None or not isinstance(prod.operator, cst.Multiply):
+            if prod is None or not isinstance(prod.operator, cst.Multiply) or id(prod) in self._by_hand_fp16:
                 continue
             parts = self._split_scale(prod)
             if parts is None:

@@ -2,7 +2,8 @@
 
 `may_scale_by_hand(data, module_name)` answers a superset of the files `codemods.manual_scaling` can
 act on: apex's fp16_utils names, a `(loss * S).backward()` (directly or through the assignment before
-it), or a class with both `backward` and `step` methods. Nothing here imports libcst, so the scout
+it), a class with both `backward` and `step` methods, or a `.half()` model with `.float()` copies of its
+parameters. Nothing here imports libcst, so the scout
 (`migrate/scout.py`) runs it too.
 """
 from __future__ import annotations
@@ -161,6 +162,9 @@ def may_scale_by_hand(data: bytes, module_name: str = "") -> bool:
     if b"FP16_Optimizer" in data or b"fp16_utils" in data or b"network_to_half" in data \
             or may_import_apex(data, module_name):
         return True
+    if b".half()" in data and (b".float()" in data or b"FloatTensor" in data) and b"parameters()" in data \
+            and b"backward" in data:
+        return True  # fp32 master copies of a .half() model (codemods.manual_fp16), maybe without a scaled loss
     if b"backward" not in data or _no_scaled_backward(data):
         return False
     try:
