@@ -109,7 +109,10 @@ def sites(text: str) -> Iterator[Tuple[int, str]]:
         name = tok.string
         hit: Optional[str] = None
         after = tokens[i + 1].string if i + 1 < len(tokens) else ""
-        before = tokens[i - 1].string if i > 0 else ""
+        k = i - 1
+        while k >= 0 and tokens[k].type in (tokenize.NL, tokenize.COMMENT):
+            k -= 1
+        before = tokens[k].string if k >= 0 else ""
         if after == "=" and before in ("(", ","):
             continue  # a keyword argument's name (`dict(apex=...)`)
         if name in _SITE_NAMES or ("loss_scale" in name and "loss_scaler" not in name):
@@ -150,8 +153,11 @@ def audit_tree(src: str, label: str) -> List[Dict[str, object]]:
                     text = fh.read()
                 lines = text.splitlines()
                 kept = _kept_lines(originals.get(rel, ""), text)
+                spans = _statement_spans(text)
+                have = covered.get(rel, set())
                 for line, token in sites(text):
-                    if line in kept and line not in covered.get(rel, set()):
+                    first, last = spans.get(line, (line, line))
+                    if line in kept and not any(first <= f <= last for f in have):
                         silent.append({"tree": label, "file": rel, "line": line, "token": token,
                                        "code": lines[line - 1].strip()[:120]})
         return silent
@@ -168,6 +174,28 @@ def _texts(tree: str) -> Dict[str, str]:
                 path = os.path.join(folder, name)
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     out[os.path.relpath(path, tree).replace(os.sep, "/")] = fh.read()
+    return out
+
+
+def _statement_spans(text: str) -> Dict[int, Tuple[int, int]]:
+    """line -> (first, last) line of the statement (a compound one's header) it belongs to: a finding
+    on any line of a multi-line statement covers the statement's other lines."""
+    import ast
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    out: Dict[int, Tuple[int, int]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        last = (body[0].lineno - 1) if isinstance(body, list) and body else (node.end_lineno or node.lineno)
+        last = max(last, node.lineno)
+        for line in range(node.lineno, last + 1):
+            span = out.get(line)
+            if span is None or span[1] - span[0] > last - node.lineno:
+                out[line] = (node.lineno, last)
     return out
 
 
