@@ -1563,7 +1563,10 @@ class _Analysis:
                 and amp_threading.rescued(self.ctx.facts, m) is None]
         if not kept:
             return None
-        imported = {part for qs in self.table.bindings.values() for q in qs for part in q.split(".")}
+        # a name under `apex` is NVIDIA apex's here (a module whose `apex` is a local file never gets
+        # this far: migrate/apex_shadow.py), not a module of the run that happens to be called apex
+        imported = {part for qs in self.table.bindings.values() for q in qs
+                    if q != "apex" and not q.startswith("apex.") for part in q.split(".")}
         for m in kept:
             if m.rpartition(".")[2] in imported:
                 return m

@@ -486,3 +486,34 @@ for k in range(heads):
     with torch.autocast("cuda", dtype=torch.float16):
         loss = criterion(outputs[k], targets[k])
     scaler.scale(loss).backward(retain_graph=True)""")
+APEX_SHADOWED = rule(
+    "A2A160", "local-apex-shadows-apex", "`import apex` here reaches a local `apex.py`, not NVIDIA apex: left as it is",
+    fixes=False, severity=WARNING,
+    why="""
+Python finds `apex` along sys.path, whose first entry is the folder of the script that was run (or the
+working folder under `python -m`). A file `apex.py` in the folder a module is run or imported from
+(its import root) is what `import apex` and `from apex import amp` give that module, so its `amp` is
+whatever the local file defines, not NVIDIA apex's. Rewriting those names as apex's would change what
+the code does; the module's apex code is left as it is. Modules that cannot reach the local file (they
+run from another folder, or import it as `from .apex import x` / `from pkg.apex import x`) migrate as
+usual. Rename the local file (e.g. `apex_utils.py`, and its imports), then rerun.""",
+    before="""
+# apex.py beside train.py defines its own `amp`
+from apex import amp""",
+    after="""
+from apex import amp  # unchanged: it is the local apex.py""")
+
+APEX_MAYBE_SHADOWED = rule(
+    "A2A161", "local-apex-may-shadow-apex", "`import apex` here may reach a local `apex.py`, depending on how the module runs: left as it is",
+    fixes=False, severity=WARNING,
+    why="""
+The module can be run or imported from more than one folder (a module inside a package that is also a
+script: `python pkg/tool.py` puts pkg/ first on sys.path, `python -m pkg.tool` or an import from the
+root does not), and only some of those folders hold a local `apex.py` that `import apex` would reach.
+Which file `apex` is depends on how it is launched, so no rewrite is provably right: the module's apex
+code is left as it is. Rename the local file, or settle on one way to run the module, then rerun.""",
+    before="""
+# pkg/apex.py exists; pkg/tool.py has `if __name__ == "__main__":`
+from apex import amp""",
+    after="""
+from apex import amp  # unchanged: `python pkg/tool.py` would import pkg/apex.py""")

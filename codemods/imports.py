@@ -114,7 +114,9 @@ class RemoveApexImports(Codemod):
         if kept:
             # something from apex is still used: leave guards and flags alone
             for name in sorted(kept - set(probes)):
-                for stmt in table.statements.get(name, [])[:1]:
+                bound = table.statements.get(name, [])
+                # the import that binds the name from apex (a fallback import of it from elsewhere comes first)
+                for stmt in ([s for s in bound if imports_from_apex(s)] or bound)[:1]:
                     if name in imported_elsewhere and not uses.get(name):
                         ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is imported from this module by "
                                                           f"{imported_elsewhere[name]}: its import stays so that "

@@ -21,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import cstparse, discovery, prefilter, regions
+from . import apex_shadow, cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
@@ -398,9 +398,13 @@ def _read(d: discovery.Discovered) -> Source:
 
 def _python_handler(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
     mod, is_pkg = discovery.module_name_for(d.path)
+    select = _selection_for(d.path, d.root, config)
+    shadow = apex_shadow.shadow_for(d.path, mod, src.data)  # a local apex.py this module's `apex` reaches
     res = rewrite_source(src.text, path=d.path, module_name=mod, options=config.options,
-                         select=_selection_for(d.path, d.root, config), facts=facts,
+                         select=apex_shadow.without_apex_codemods(select) if shadow else select, facts=facts,
                          prefilter_enabled=config.prefilter)
+    if shadow is not None:
+        res.findings = apex_shadow.merged_findings(res.findings, shadow, d.path, src, res.new_text, select)
     return FileResult(d.path, d.kind, src.text, res.new_text if res.error is None else src.text,
                       res.findings, res.error, launch_notes=res.launch_notes, exported=res.exported)
 
@@ -599,6 +603,7 @@ def _run(paths: Sequence[str], config: RunConfig,
          on_result: Optional[Callable[[FileResult], None]] = None, scout: Any = None) -> RunResult:
     from .pool import FilePool
     discovery.forget_packages()  # __init__.py files may have come or gone since the last run
+    apex_shadow.forget()  # and local apex.py files
     cache = _open_cache(config)
     cold = cache is None or not cache.entries
     scouted = None
@@ -866,6 +871,8 @@ def _screen_from_cache(d: discovery.Discovered, cache: Any, keys: List[Any], i: 
 def _cache_key(d: discovery.Discovered, digest: bytes) -> Tuple[str, str, bytes]:
     """The cache key of a file with bytes of this digest: where it is, its module, its bytes."""
     module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
+    if module:
+        module += apex_shadow.cache_marker(d.path, module)
     return f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest
 
 
