@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens, templates
+from . import checkpoint_pairs, screens, templates
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -1114,6 +1114,8 @@ class _Analysis:
             code = codes.get(k, R.GET_SCALE.code if k.startswith("_amp_state") else "")
             if code and (not self.ctx.enabled(code) or self.ctx.suppressed(call, code)):
                 continue
+            if self._pair_kept and k in checkpoint_pairs.STATE_KINDS:
+                continue
             sc = self.scaler_expr()
             if k == "master_params":
                 if id(call) in self._mp_done:
@@ -1351,6 +1353,7 @@ class _Analysis:
         self._threading_failed: Optional[str] = None
         self._threading_failed_at: Optional[cst.CSTNode] = None
         self._unsafe: Optional[str] = None
+        self._pair_kept = False
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1404,8 +1407,11 @@ class _Analysis:
             self.plan_region(anchor, loss, func)
         self.plan_steps()
         self.plan_clipping()
+        self._pair_kept = checkpoint_pairs.split_pair(self)
         self.plan_others()
         self.report_decorators()
+        if not checkpoint_pairs.plan_amp_values(self):
+            return
         if self._unsafe:
             self.report(self.sites[0].call, R.UNSUPPORTED, f"{self._unsafe}: this module's amp code is left as it "
                                                            "is; fix the findings above by hand (or restructure) "
@@ -1482,7 +1488,7 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A135", "A2A136", "A2A137")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

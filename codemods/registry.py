@@ -1,13 +1,14 @@
 """The ordered list of codemods a run applies (their screens, in the same order: `codemods.screens`).
 
 Order matters: API rewrites first, then launch changes, then apex import removal (which only drops
-imports the earlier rewrites left unused), then the hazard lint on the migrated code.
+imports the earlier rewrites left unused), then the lints of the migrated code (fp16 hazards, checkpoints).
 """
 from __future__ import annotations
 
 from typing import List
 
-from . import amp, amp_unresolved, apex_modules, apex_parallel, cuda_amp, hazards, imports, launch, manual_scaling
+from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_lint, cuda_amp, hazards, imports, launch,
+               manual_scaling)
 from .base import Codemod
 from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
@@ -23,6 +24,7 @@ def all_codemods() -> List[Codemod]:
         launch.SpawnToTorchrun(),
         imports.RemoveApexImports(),
         hazards.Fp16HazardLint(),
+        checkpoint_lint.NativeCheckpointLint(),
     ]
 
 
