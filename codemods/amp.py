@@ -1114,8 +1114,6 @@ class _Analysis:
             code = codes.get(k, R.GET_SCALE.code if k.startswith("_amp_state") else "")
             if code and (not self.ctx.enabled(code) or self.ctx.suppressed(call, code)):
                 continue
-            if self._pair_kept and k in checkpoint_pairs.STATE_KINDS:
-                continue
             sc = self.scaler_expr()
             if k == "master_params":
                 if id(call) in self._mp_done:
@@ -1353,7 +1351,6 @@ class _Analysis:
         self._threading_failed: Optional[str] = None
         self._threading_failed_at: Optional[cst.CSTNode] = None
         self._unsafe: Optional[str] = None
-        self._pair_kept = False
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1407,10 +1404,9 @@ class _Analysis:
             self.plan_region(anchor, loss, func)
         self.plan_steps()
         self.plan_clipping()
-        self._pair_kept = checkpoint_pairs.split_pair(self)
         self.plan_others()
         self.report_decorators()
-        if not checkpoint_pairs.plan_amp_values(self):
+        if not checkpoint_pairs.plan_pairs(self):
             return
         if self._unsafe:
             self.report(self.sites[0].call, R.UNSUPPORTED, f"{self._unsafe}: this module's amp code is left as it "

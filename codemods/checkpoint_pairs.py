@@ -27,10 +27,18 @@ STATE_KINDS = ("state_dict", "load_state_dict")
 WAITING = "is not in the files read for this run"
 
 
-def split_pair(a: Any) -> bool:
+def plan_pairs(a: Any) -> bool:
+    """After `plan_others`: keep the module's amp state sites together and plan the amp module passed
+    as a value. False: the module's amp code is left as it is (aborted here, with the findings)."""
+    if _split_pair(a):
+        a._abort_all()
+        return False
+    return plan_amp_values(a)
+
+
+def _split_pair(a: Any) -> bool:
     """Whether some amp state site of the module is held back (suppressed, or a bf16 restore inside an
-    expression, which cannot be removed) while another would migrate: then none of them migrates, and
-    each is reported. Called before `plan_others`, which then skips them."""
+    expression, which cannot be removed) while another would migrate; then each is reported."""
     sites = [s for s in a.sites if s.kind in STATE_KINDS and not a.in_dropped(s.call)]
     code = R.STATE_DICT.code
     if not sites or not a.ctx.enabled(code):
@@ -44,13 +52,13 @@ def split_pair(a: Any) -> bool:
     for s in sites:
         a.report(s.call, C.PAIR_KEPT, f"`amp.{s.kind}` left as it is: the amp state's save and restores migrate "
                                       "together, and one of them is held back (suppressed, or a restore "
-                                      "inside an expression); migrate them together by hand")
+                                      "inside an expression), so this module's amp code stays; migrate them "
+                                      "together by hand")
     return True
 
 
 def plan_amp_values(a: Any) -> bool:
-    """Plan the apex amp module passed as a call argument. False: the module's amp code is left
-    as it is (aborted here, with the findings)."""
+    """Plan the apex amp module passed as a call argument (False: refused and aborted)."""
     args = _amp_arguments(a)
     if not args:
         return True
