@@ -49,11 +49,11 @@ MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".
 APEX_PARALLEL = Screen("apex_parallel", (b"apex",))
 LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_processes"))
 IMPORTS = Screen("imports", (b"apex",))
-_CKPT_LINT_SHAPE = re.compile(rb"scaler\s*\.\s*state_dict\s*\(|\bamp\s*[,)]")
+_CKPT_LINT_SHAPE = re.compile(rb"scaler\s*\.\s*(?:load_)?state_dict\s*\(|\bamp\s*[,)]")
 
 
 def _may_lint_checkpoint(data: bytes, module_name: str = "") -> bool:
-    """A scaler's `state_dict()` saved, or `amp` passed as an argument (codemods/checkpoint_lint.py)."""
+    """A scaler's state saved or restored, or `amp` passed as an argument (codemods/checkpoint_lint.py)."""
     return _CKPT_LINT_SHAPE.search(data) is not None
 
 
@@ -75,5 +75,5 @@ PREFILTER = re.compile(
     rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
     rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
     rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler|"
-    rb"scaler\s*\.\s*state_dict|\bamp\s*[,)]"
+    rb"scaler\s*\.\s*(?:load_)?state_dict|\bamp\s*[,)]"
 )
