@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_threading, screens, templates
+from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates
 from . import amp_rules as R
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -1503,6 +1503,8 @@ class _Analysis:
         self.plan_clipping()
         self.plan_others()
         self.report_decorators()
+        if not checkpoint_pairs.plan_pairs(self):
+            return
         if self._unsafe:
             self.report(self.sites[0].call, R.UNSUPPORTED, f"{self._unsafe}: this module's amp code is left as it "
                                                            "is; fix the findings above by hand (or restructure) "
@@ -1606,8 +1608,8 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A140", "A2A141",
-                                                           "A2A142")
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A135", "A2A136",
+                                                           "A2A137", "A2A140", "A2A141", "A2A142")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -1,14 +1,15 @@
 """The ordered list of codemods a run applies (their screens, in the same order: `codemods.screens`).
 
 Order matters: API rewrites first, then launch changes, then apex import removal (which only drops
-imports the earlier rewrites left unused), then the hazard lint and the scaler-call lint (A2A701) on the migrated code.
+imports the earlier rewrites left unused), then the lints of the migrated code (fp16 hazards, calls
+missing the scaler (A2A701), checkpoints (A2A704)).
 """
 from __future__ import annotations
 
 from typing import List
 
-from . import (amp, amp_unresolved, apex_modules, apex_parallel, cuda_amp, hazards, imports, launch, manual_scaling,
-               scaler_calls)
+from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_lint, cuda_amp, hazards, imports, launch,
+               manual_scaling, scaler_calls)
 from .base import Codemod
 from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
@@ -25,6 +26,7 @@ def all_codemods() -> List[Codemod]:
         imports.RemoveApexImports(),
         hazards.Fp16HazardLint(),
         scaler_calls.MissingScalerArgumentLint(),
+        checkpoint_lint.NativeCheckpointLint(),
     ]
 
 

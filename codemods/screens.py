@@ -59,22 +59,32 @@ MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".
 APEX_PARALLEL = Screen("apex_parallel", (b"apex",))
 LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_processes"))
 IMPORTS = Screen("imports", (b"apex",))
+_CKPT_LINT_SHAPE = re.compile(rb"scaler\s*\.\s*(?:load_)?state_dict\s*\(|\bamp\s*[,)]")
+
+
+def _may_lint_checkpoint(data: bytes, module_name: str = "") -> bool:
+    """A scaler's state saved or restored, or `amp` passed as an argument (codemods/checkpoint_lint.py)."""
+    return _CKPT_LINT_SHAPE.search(data) is not None
+
+
+CHECKPOINT_LINT = Screen("checkpoint_lint", (b"scaler", b"amp"), _may_lint_checkpoint)
 HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss"),
                  _may_have_hazard)
 SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_parameter)
 
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               IMPORTS, HAZARDS, SCALER_CALLS)
+                               IMPORTS, HAZARDS, SCALER_CALLS, CHECKPOINT_LINT)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
 BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
-                               SCALER_CALLS, MANUAL_SCALING, HAZARDS)
+                               SCALER_CALLS, CHECKPOINT_LINT, MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(
     rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
     rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
-    rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler|[Ss]caler"
+    rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler|[Ss]caler|"
+    rb"\bamp\s*[,)]"
 )

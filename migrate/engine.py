@@ -21,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import apex_shadow, cstparse, discovery, prefilter, regions
+from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, regions
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
@@ -659,6 +659,11 @@ def _run(paths: Sequence[str], config: RunConfig,
                 published[i] = both
                 facts.merge(native)
             facts.merge(outside)
+        waiting = [i for i, fr in ready.items() if checkpoint_facts.waits_for_helper(fr)]
+        if waiting:
+            facts.merge(checkpoint_facts.helper_facts(files, kept, waiting))
+        for i in [i for i, fr in ready.items() if i in waiting or checkpoint_facts.waits_for_restore(fr, facts)]:
+            ready.pop(i)  # pass 2 reads the file again, with the facts
         if prefilter.has_fact_names(facts):
             needles = prefilter.fact_needles(facts)
             screened = [_rescreen(d, s, facts, kept.get(i), needles) for i, (d, s) in enumerate(zip(files, screened))]
