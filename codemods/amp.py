@@ -12,6 +12,7 @@ import libcst as cst
 
 from . import screens, templates
 from . import amp_rules as R
+from .bool_exprs import as_bool
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .index import ModuleIndex, parent_mapping
@@ -102,28 +103,6 @@ FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabl
 
     return run
 '''
-
-_BOOL_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "bool", "all", "any",
-               "torch.cuda.is_available", "torch.cuda.is_bf16_supported", "torch.distributed.is_initialized",
-               "torch.distributed.is_available", "dist.is_initialized", "dist.is_available"}
-
-
-def _may_be_non_bool(e: cst.BaseExpression) -> bool:
-    """Whether `a and b` could hand autocast a non-bool: an operand is a call that need not return a bool
-    (`importlib.util.find_spec("apex")` returns a ModuleSpec, which `enabled=` rejects)."""
-    if isinstance(e, cst.BooleanOperation):
-        return _may_be_non_bool(e.left) or _may_be_non_bool(e.right)
-    if isinstance(e, cst.Call):
-        return (dotted_name(e.func) or "") not in _BOOL_CALLS
-    return False
-
-
-def _bool_safe(e: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
-    """`e`, wrapped in `bool(...)` when an operand may not be a bool."""
-    if e is None or not _may_be_non_bool(e):
-        return e
-    return cst.Call(cst.Name("bool"), [cst.Arg(e.with_changes(lpar=[], rpar=[]))])
-
 
 def _probes_apex(node: cst.CSTNode) -> bool:
     """`importlib.util.find_spec("apex")`, `pkgutil.find_loader("apex")` and the like."""
@@ -462,7 +441,7 @@ class _Analysis:
         disabled = level == "O0"
         if disabled:
             cond_list = [_expr("False")]
-        self.cond = _bool_safe(_and(cond_list))
+        self.cond = as_bool(_and(cond_list), self.module)
         if conds and outer is not stmt and self.cond is not None:
             late = names_read(self.cond) & assigned_names(outer)
             if late:
@@ -472,7 +451,7 @@ class _Analysis:
                 self.abort = True
                 return
         # what the call itself says (its gates hold already where the call stood)
-        own_cond = _bool_safe(_and(cond_list[len(conds):]))
+        own_cond = as_bool(_and(cond_list[len(conds):]), self.module)
         if opts is None and level == "O3":
             # apex cast the weights to fp16: every method ran fp16 (waveglow's `infer` on `mel.half()`), which
             # an autocast forward cannot stand for (spec: O3 is report-only)
