@@ -12,6 +12,7 @@ import libcst as cst
 
 from . import screens, templates
 from . import amp_rules as R
+from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -265,8 +266,10 @@ class _Analysis:
         return False
 
     def drop_apex_branches(self) -> None:
-        """In `if apex: ... elif native: ...` chains, drop the apex branches (A2A111)."""
+        """In `if apex: ... elif native: ...` chains, drop the apex branches (A2A111) where the apex
+        choice keeps a mixed-precision path (codemods/amp_modes.py)."""
         handled: Set[int] = set()
+        modes = ModeSwitches(self)
         for site in self.sites:
             chain_top, branches = self._if_chain(site.call)
             if chain_top is None or id(chain_top) in handled:
@@ -276,6 +279,8 @@ class _Analysis:
             if not apex_branches or not native:
                 continue
             handled.add(id(chain_top))
+            if not modes.allow(chain_top, apex_branches, native):
+                continue
             keep = [b for b in branches if b not in apex_branches]
             self.plan.replace_stmt[chain_top] = self._rebuild_chain(chain_top, keep)
             for b in apex_branches:
@@ -1461,7 +1466,7 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25))
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A130", "A2A131")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
