@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import List
 
-from . import amp, amp_unresolved, apex_modules, apex_parallel, cuda_amp, hazards, imports, launch, manual_scaling
+from . import (amp, amp_unresolved, apex_modules, apex_parallel, cuda_amp, hazards, imports, launch,
+               lint_autocast_modes, manual_scaling)
 from .base import Codemod
 from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
@@ -23,6 +24,7 @@ def all_codemods() -> List[Codemod]:
         launch.SpawnToTorchrun(),
         imports.RemoveApexImports(),
         hazards.Fp16HazardLint(),
+        lint_autocast_modes.AutocastModeLint(),
     ]
 
 

@@ -51,15 +51,16 @@ LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_proce
 IMPORTS = Screen("imports", (b"apex",))
 HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss"),
                  _may_have_hazard)
+LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler"))
 
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               IMPORTS, HAZARDS)
+                               IMPORTS, HAZARDS, LINT_AUTOCAST_MODES)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
 BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
-                               MANUAL_SCALING, HAZARDS)
+                               LINT_AUTOCAST_MODES, MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(
