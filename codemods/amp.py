@@ -80,7 +80,7 @@ def _and(conds: Sequence[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
 
 
 FORWARD_HELPER = "autocast_forward"
-FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabled=True):
+FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabled: bool = True):
     """`forward` run under torch.autocast, its floating-point tensor outputs cast back to fp32 (added by
     apex2amp). apex's `amp.initialize` without optimizers patched the model this way, so the loss and the
     metrics computed from its outputs ran in fp32."""

@@ -10,8 +10,8 @@ the tool writes is `bool(...)` unless the expression is provably a bool:
 - an argparse flag of this module declared `action="store_true"`/`"store_false"` (default absent or a
   bool literal), read as `<anything>.<dest>`, when every assignment to `.<dest>` in the module is a
   provable bool too;
-- a plain name that the module binds only by plain assignments of provable bools (not a parameter,
-  loop target, import, `with ... as` or `except ... as` name).
+- a plain name that the module binds only by plain assignments of provable bools and parameters
+  annotated `bool` (not another parameter, loop target, import, `with ... as` or `except ... as` name).
 
 Whatever a module does not show (a flag parsed in another file, a config attribute) is not provable.
 """
@@ -62,7 +62,10 @@ class BoolFacts:
             elif t is cst.AsName:
                 self._bind(node.name, _UNKNOWN)  # type: ignore[attr-defined]
             elif t is cst.Param:
-                self.names.setdefault(node.name.value, []).append(_UNKNOWN)  # type: ignore[attr-defined]
+                ann = node.annotation  # type: ignore[attr-defined]
+                declared = ann is not None and isinstance(ann.annotation, cst.Name) and ann.annotation.value == "bool"
+                self.names.setdefault(node.name.value, []).append(  # type: ignore[attr-defined]
+                    cst.Name("True") if declared else _UNKNOWN)
             elif t is cst.FunctionDef or t is cst.ClassDef:
                 self.names.setdefault(node.name.value, []).append(_UNKNOWN)  # type: ignore[attr-defined]
         for call in index.calls:

@@ -51,7 +51,7 @@ LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_proce
 IMPORTS = Screen("imports", (b"apex",))
 HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss"),
                  _may_have_hazard)
-LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler"))
+LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler", b"apex"))  # apex: migrated here
 
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
