@@ -12,6 +12,8 @@ import libcst as cst
 
 from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates
 from . import amp_rules as R
+from .amp_modes import ModeSwitches
+from .bool_exprs import as_bool
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .index import ModuleIndex, parent_mapping
@@ -78,7 +80,7 @@ def _and(conds: Sequence[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
 
 
 FORWARD_HELPER = "autocast_forward"
-FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabled=True):
+FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabled: bool = True):
     """`forward` run under torch.autocast, its floating-point tensor outputs cast back to fp32 (added by
     apex2amp). apex's `amp.initialize` without optimizers patched the model this way, so the loss and the
     metrics computed from its outputs ran in fp32."""
@@ -102,28 +104,6 @@ FORWARD_HELPER_CODE = '''def autocast_forward(forward, device_type, dtype, enabl
 
     return run
 '''
-
-_BOOL_CALLS = {"isinstance", "issubclass", "hasattr", "callable", "bool", "all", "any",
-               "torch.cuda.is_available", "torch.cuda.is_bf16_supported", "torch.distributed.is_initialized",
-               "torch.distributed.is_available", "dist.is_initialized", "dist.is_available"}
-
-
-def _may_be_non_bool(e: cst.BaseExpression) -> bool:
-    """Whether `a and b` could hand autocast a non-bool: an operand is a call that need not return a bool
-    (`importlib.util.find_spec("apex")` returns a ModuleSpec, which `enabled=` rejects)."""
-    if isinstance(e, cst.BooleanOperation):
-        return _may_be_non_bool(e.left) or _may_be_non_bool(e.right)
-    if isinstance(e, cst.Call):
-        return (dotted_name(e.func) or "") not in _BOOL_CALLS
-    return False
-
-
-def _bool_safe(e: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
-    """`e`, wrapped in `bool(...)` when an operand may not be a bool."""
-    if e is None or not _may_be_non_bool(e):
-        return e
-    return cst.Call(cst.Name("bool"), [cst.Arg(e.with_changes(lpar=[], rpar=[]))])
-
 
 def _probes_apex(node: cst.CSTNode) -> bool:
     """`importlib.util.find_spec("apex")`, `pkgutil.find_loader("apex")` and the like."""
@@ -286,8 +266,10 @@ class _Analysis:
         return False
 
     def drop_apex_branches(self) -> None:
-        """In `if apex: ... elif native: ...` chains, drop the apex branches (A2A111)."""
+        """In `if apex: ... elif native: ...` chains, drop the apex branches (A2A111) where the apex
+        choice keeps a mixed-precision path (codemods/amp_modes.py)."""
         handled: Set[int] = set()
+        modes = ModeSwitches(self)
         for site in self.sites:
             chain_top, branches = self._if_chain(site.call)
             if chain_top is None or id(chain_top) in handled:
@@ -297,6 +279,8 @@ class _Analysis:
             if not apex_branches or not native:
                 continue
             handled.add(id(chain_top))
+            if not modes.allow(chain_top, apex_branches, native):
+                continue
             keep = [b for b in branches if b not in apex_branches]
             self.plan.replace_stmt[chain_top] = self._rebuild_chain(chain_top, keep)
             for b in apex_branches:
@@ -462,7 +446,7 @@ class _Analysis:
         disabled = level == "O0"
         if disabled:
             cond_list = [_expr("False")]
-        self.cond = _bool_safe(_and(cond_list))
+        self.cond = as_bool(_and(cond_list), self.module)
         if conds and outer is not stmt and self.cond is not None:
             late = names_read(self.cond) & assigned_names(outer)
             if late:
@@ -472,7 +456,7 @@ class _Analysis:
                 self.abort = True
                 return
         # what the call itself says (its gates hold already where the call stood)
-        own_cond = _bool_safe(_and(cond_list[len(conds):]))
+        own_cond = as_bool(_and(cond_list[len(conds):]), self.module)
         if opts is None and level == "O3":
             # apex cast the weights to fp16: every method ran fp16 (waveglow's `infer` on `mel.half()`), which
             # an autocast forward cannot stand for (spec: O3 is report-only)
@@ -1608,8 +1592,9 @@ class ApexAmpToTorchAmp(Codemod):
 
     NAME = "amp"
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
-    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A135", "A2A136",
-                                                           "A2A137", "A2A140", "A2A141", "A2A142")
+    CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
+                                                           "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
+                                                           "A2A142")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -47,7 +47,7 @@ def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cs
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
                         if imports_from_apex(small):
                             imports_apex = True
-                        else:
+                        elif not public_torch_import(small):
                             imports_other = True
                     elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and \
                             small.value.value == "True":
@@ -61,6 +61,21 @@ def apex_flag_tries(module: cst.Module, table: ImportTable) -> Dict[str, List[cs
     for name in apex_locals(table):
         flags.pop(name, None)
     return flags
+
+
+def public_torch_import(stmt: cst.CSTNode) -> bool:
+    """An import from torch's public modules (`from torch.nn.parallel import DistributedDataParallel as
+    ApexDDP`, often what an apex import beside it was rewritten to): it cannot fail where torch runs, so
+    a flag set beside it says no more than the apex import does (A2A132). Private modules
+    (`torch._six`) come and go between releases and count as other imports."""
+    if isinstance(stmt, cst.Import):
+        names = [dotted_name(a.name) or "" for a in stmt.names]
+    elif isinstance(stmt, cst.ImportFrom) and not stmt.relative and stmt.module is not None:
+        names = [dotted_name(stmt.module) or ""]
+    else:
+        return False
+    return bool(names) and all(n.split(".")[0] == "torch" and not any(p.startswith("_") for p in n.split("."))
+                               for n in names)
 
 
 def imported_packages(stmt: cst.CSTNode) -> Set[str]:

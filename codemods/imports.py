@@ -20,6 +20,8 @@ from . import amp_rules as R
 from .base import INFO, Codemod, FileContext, facts_key
 from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
 from .index import ModuleIndex
+from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
+from .mode_rules import APEX_FLAG_LEFTOVER
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
 from .walk import Visitor, iter_nodes
@@ -60,7 +62,7 @@ class RemoveApexImports(Codemod):
 
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
-    CODES = ("A2A110", "A2A118", "A2A123")
+    CODES = ("A2A110", "A2A118", "A2A123", "A2A132")
     PREFILTER = screens.IMPORTS.PREFILTER  # tokens and second stage: codemods/screens.py
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
@@ -138,6 +140,11 @@ class RemoveApexImports(Codemod):
                     seen_lines.add(line)
                     ctx.report(use, R.LEFTOVER.code, f"apex `{name}` still used here: migrate this use by hand "
                                                      "(see `apex2amp explain` of the other findings on this line)")
+            for s in fallback_assigns:
+                kept_here = sorted({dotted_name(t.target) or "" for t in s.body[0].targets} & kept)  # type: ignore
+                if kept_here:
+                    ctx.report(s, R.LEFTOVER.code, f"fallback for apex `{kept_here[0]}` stays with its import "
+                                                   "while apex is still used")
             # imports of names nothing uses any more still go, unless they sit in a guard (try/except)
             done: Set[int] = set()
             for name in sorted(removable):
@@ -186,6 +193,12 @@ class RemoveApexImports(Codemod):
         if constants:
             paths = ModuleIndex.of(new_module, base=module).paths_to(constants)
             new_module = new_module.visit(_FoldStatements(constants, paths))
+        beside_torch = sorted(f for f in flags if torch_import_beside_flag(flag_tries.get(f, [])))
+        if beside_torch:
+            for f in beside_torch:
+                ctx.report(flag_tries[f][0], APEX_FLAG_LEFTOVER.code, f"apex flag `{f}` removed: the imports "
+                           "left beside it come from torch and cannot fail, so its tests fold to True", fixed=True)
+            new_module = unwrap_torch_only_tries(new_module, module)
         if not _install_guard_candidates(module):
             return new_module
         return _unwrap_install_guards(new_module, ctx, report=False)

@@ -272,6 +272,7 @@ REFINEMENTS: Dict[str, Dict[bytes, Refinement]] = {
     "apex_parallel": {b"apex": _imports_apex},
     "imports": {b"apex": _any_of(_imports_apex, lambda data, module_name, facts: _install_guard(data))},
     "hazards": {b"apex": _regex(rb"\bapex\b")},
+    "lint_autocast_modes": {b"apex": _imports_apex},  # apex code the run migrates gains autocast / GradScaler
     "launch": {b"spawn": _contains(b"multiprocessing"), b"start_processes": _contains(b"multiprocessing"),
                b"local_rank": _regex(rb"--local[_-]rank[\"']"), b"local-rank": _regex(rb"--local[_-]rank[\"']")},
 }
