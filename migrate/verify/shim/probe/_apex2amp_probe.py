@@ -2,7 +2,8 @@
 
 Installed by sitecustomize in every Python process of a harness run (the launcher, mp.spawn children,
 torchrun ranks). Environment: APEX2AMP_OUT (records folder), APEX2AMP_STEPS, APEX2AMP_SEED,
-APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT.
+APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT, APEX2AMP_FIND_NAN
+("1" = trace non-finite values from the first step, see _apex2amp_nan).
 One JSON line per optimizer step per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time"}.
 
 A step closes at each optimizer's own step() on both sides: the emulated apex step (skipped or not),
@@ -103,6 +104,11 @@ class _Recorder(object):
         if self.finished:
             return
         self.finished = True
+        if self.on_boundary is not None:
+            try:
+                self.on_boundary(None)
+            except Exception:
+                pass
         if event == "crash" or self.fh is not None or self.losses:
             self._write({"event": event, "rank": self.rank(), "pid": os.getpid(), "iterations": self.it,
                          "error": error, "opt_level": _apex_opt_level()})
@@ -346,6 +352,10 @@ def install():
         _apex2amp_cpu.install(int(os.environ.get("APEX2AMP_NPROC", "1") or 1))
     _patch_capture(torch)
     _patch_launchers(torch)
+    import _apex2amp_nan
+    locator = _apex2amp_nan.NanLocator(torch, _state, lambda ev: _state._write(dict(ev, pid=os.getpid())),
+                                       always=os.environ.get("APEX2AMP_FIND_NAN") == "1")
+    _state.on_boundary = locator.on_step
 
     orig_hook = sys.excepthook
 
