@@ -30,8 +30,10 @@ class NanLocator(object):
         self.names = weakref.WeakKeyDictionary()
         self.stack = []
         self.grad_out_ok = {}
+        self.seen = {}  # id(module) -> (inputs, outputs) of this step's forward, for a gradient origin's report
         self.hooked_params = set()
         self.pending = None
+        self.fallback = None  # the first module whose output's gradient was non-finite (came from the loss side)
         self.done = False
         self.active = False
         if always:
@@ -62,6 +64,8 @@ class NanLocator(object):
                 self._flush(self.rec.it, None)
             return
         if self.active:
+            if self.pending is None and self.fallback is not None:
+                self.pending = self.fallback
             if self.pending is None and (record["nonfinite"] or record["skipped"]) and self.traced_steps:
                 self.pending = {"module": None, "direction": "loss",
                                 "detail": "every module's output and gradient stayed finite: the loss "
@@ -73,6 +77,8 @@ class NanLocator(object):
             self.activate()
         self.stack = []
         self.grad_out_ok = {}
+        self.seen = {}
+        self.fallback = None
 
     def _flush(self, step, scale):
         event = dict(self.pending)
@@ -128,10 +134,11 @@ class NanLocator(object):
 
     def _hook_grads(self, module, ins, outs):
         key = id(module)
+        ref = weakref.ref(module)
+        self.seen[key] = ([t.detach() for t in ins], [t.detach() for t in outs])
         for t in outs:
             if t.requires_grad:
-                t.register_hook(lambda g, key=key: self._grad_out(key, g))
-        ref = weakref.ref(module)
+                t.register_hook(lambda g, ref=ref, key=key: self._grad_out(ref, key, g))
         for t in ins:
             if t.requires_grad:
                 t.register_hook(lambda g, ref=ref, key=key: self._grad_in(ref, key, g, "input"))
@@ -140,9 +147,21 @@ class NanLocator(object):
                 self.hooked_params.add(id(p))
                 p.register_hook(lambda g, ref=ref, key=key: self._grad_in(ref, key, g, "weight"))
 
-    def _grad_out(self, key, g):
-        if self.active and g is not None:
-            self.grad_out_ok[key] = self.grad_out_ok.get(key, True) and _finite(g)
+    def _grad_out(self, ref, key, g):
+        if not self.active or g is None:
+            return
+        ok = _finite(g)
+        self.grad_out_ok[key] = self.grad_out_ok.get(key, True) and ok
+        module = ref()
+        if not ok and self.fallback is None and self.pending is None and module is not None:
+            saved, self.pending = self.pending, None
+            ins, outs = self.seen.get(key, ([], []))
+            self._found(module, "gradient", ins, outs, grad={"of": "output", "absmax": _absmax([g]),
+                                                          "dtype": str(g.dtype).replace("torch.", "")})
+            self.fallback, self.pending = self.pending, saved
+            self.fallback["detail"] = ("the gradient reaching this module's output from the loss was already "
+                                       "non-finite (loss times loss scale too large for %s?)" %
+                                       self.fallback["gradient"]["dtype"])
 
     def _grad_in(self, ref, key, g, what):
         if not self.active or self.pending is not None or g is None or _finite(g):
@@ -151,7 +170,9 @@ class NanLocator(object):
             return
         module = ref()
         if module is not None:
-            self._found(module, "gradient", [], [], grad={"of": what, "absmax": _absmax([g])})
+            ins, outs = self.seen.get(key, ([], []))
+            self._found(module, "gradient", ins, outs, grad={"of": what, "absmax": _absmax([g]),
+                                                             "dtype": str(g.dtype).replace("torch.", "")})
 
     # ---- the report ---------------------------------------------------------------------------------
 
