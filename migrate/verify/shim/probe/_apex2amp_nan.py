@@ -159,8 +159,9 @@ class NanLocator(object):
             self._found(module, "gradient", ins, outs, grad={"of": "output", "absmax": _absmax([g]),
                                                           "dtype": str(g.dtype).replace("torch.", "")})
             self.fallback, self.pending = self.pending, saved
-            self.fallback["detail"] = ("the gradient reaching this module's output from the loss was already "
-                                       "non-finite (loss times loss scale too large for %s?)" %
+            self.fallback["detail"] = ("the gradient reaching this module's output was already non-finite: it "
+                                       "overflowed after the module, outside any module (a cast to %s, or the "
+                                       "loss times the loss scale too large for it?)" %
                                        self.fallback["gradient"]["dtype"])
 
     def _grad_in(self, ref, key, g, what):
