@@ -269,8 +269,10 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Draw both loss curves to a PNG.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per side.")
 @click.option("--tolerance", type=float, default=None, help="Override the per-step relative tolerance.")
+@click.option("--find-nan", is_flag=True, help="Trace NaN/inf origins (module, direction) from the first step.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance, args):
+def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance,
+           find_nan, args):
     """Run ORIGINAL and MIGRATED for N steps each and compare their losses.
 
     Without MIGRATED, a copy of ORIGINAL is migrated first. Program arguments go after `--`.
@@ -284,7 +286,7 @@ def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_pa
         sys.exit(2)
     sys.exit(run_verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
                         dtype=_norm_dtype(dtype), json_path=json_path, plot=plot, timeout=timeout,
-                        tolerance=tolerance, args=list(args)))
+                        tolerance=tolerance, args=list(args), find_nan=find_nan))
 
 
 if __name__ == "__main__":  # pragma: no cover

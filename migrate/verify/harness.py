@@ -11,7 +11,7 @@ import click
 from . import report
 from .compare import compare
 from .runner import SideRun, cuda_available, detect_launcher, real_apex_available, run_side, tail
-from .static_checks import backward_inside_autocast
+from .static_checks import backward_inside_autocast, likely_causes
 
 
 def migrate_copy(original: str) -> str:
@@ -31,8 +31,13 @@ def _side_failed(side: SideRun, steps: int) -> bool:
 
 def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 10, nproc: Optional[int] = None,
            device: str = "auto", seed: int = 0, dtype: str = "float16", timeout: float = 600.0,
-           tolerance: Optional[float] = None, args: Sequence[str] = (), echo=click.echo) -> dict:
-    """Run both sides and return the verdict dict (see compare.compare) plus run metadata and `exit_code`."""
+           tolerance: Optional[float] = None, args: Sequence[str] = (), echo=click.echo,
+           find_nan: bool = False) -> dict:
+    """Run both sides and return the verdict dict (see compare.compare) plus run metadata and `exit_code`.
+
+    `nan_origin` (per side) names the first module and direction where a non-finite value appeared; it is
+    traced after a side's first non-finite/skipped step, or from the first step with find_nan.
+    """
     if migrated is None:
         echo("verify: migrating a copy of %s with apex2amp" % original)
         migrated = migrate_copy(original)
@@ -53,8 +58,9 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
     echo("verify: original runs with %s apex; migrated runs under %s (%d process%s)" % (
         apex, launcher, procs, "es" if procs > 1 else ""))
     static = backward_inside_autocast(mig_entry)
+    causes = likely_causes(mig_entry)
     a = run_side(original, entry, args, steps=steps, nproc=procs, launcher="python", device=device, seed=seed,
-                 timeout=timeout, apex=apex)
+                 timeout=timeout, apex=apex, find_nan=find_nan)
     if _side_failed(a, steps) or not a.records:
         verdict = {"passed": False, "first_divergent_step": None, "first_divergent_rank": None, "rows": [],
                    "reasons": ["the original program could not run: %s" % (a.error() or "exit code %s%s" % (
@@ -72,9 +78,11 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
              "so the fidelity tolerance applies" % "/".join(levels))
     meta["apex_opt_levels"] = levels
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
-                 timeout=timeout, apex=apex)
+                 timeout=timeout, apex=apex, find_nan=find_nan)
     verdict = compare(a.records, b.records, steps=steps, mode=mode, dtype=dtype, tolerance=tolerance)
     verdict.update(meta)
+    verdict["find_nan"] = find_nan
+    verdict["nan_origin"] = {"original": nan_origins(a), "migrated": nan_origins(b)}
     if _side_failed(b, steps):
         verdict["passed"] = False
         verdict["reasons"].insert(0, "the migrated program failed: %s" % (b.error() or "exit code %s%s" % (
@@ -86,22 +94,34 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
         verdict["passed"] = False
         verdict["static_findings"] = static
         verdict["reasons"] = ["static check: " + s for s in static] + verdict["reasons"]
+    if causes:  # bugs by construction; they also explain the divergence the table shows
+        verdict["passed"] = False
+        verdict["likely_causes"] = causes
+        verdict["reasons"] = ["likely cause: " + s for s in causes] + verdict["reasons"]
     verdict["exit_code"] = 0 if verdict["passed"] else 1
     return verdict
 
 
+def nan_origins(side: SideRun) -> list:
+    """The probe's non-finite origin events of one side, one per process, by rank then step."""
+    found = [e for e in side.events if e.get("event") == "nonfinite"]
+    return sorted(found, key=lambda e: (e.get("rank", 0), e.get("step", 0)))
+
+
 def run_verify(original, migrated, *, entry, steps=10, nproc=None, device="auto", seed=0, dtype="float16",
-               json_path=None, plot=None, timeout=600.0, tolerance=None, args=()) -> int:
+               json_path=None, plot=None, timeout=600.0, tolerance=None, args=(), find_nan=False) -> int:
     """CLI body: verify, print the table and reasons, write JSON/PNG; returns 0 pass, 1 fail, 2 could not run."""
     args = list(args)
     if args and args[0] == "--":
         args = args[1:]
     try:
         verdict = verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
-                         dtype=dtype or "float16", timeout=timeout, tolerance=tolerance, args=args)
+                         dtype=dtype or "float16", timeout=timeout, tolerance=tolerance, args=args,
+                         find_nan=find_nan)
     except (FileNotFoundError, OSError) as e:
         click.echo("verify: error: %s" % e, err=True)
         return 2
+    verdict["summary"] = report.difference_summary(verdict)
     if verdict.get("rows"):
         click.echo(report.table(verdict))
     for key, label in (("original_output_tail", "original"), ("migrated_output_tail", "migrated")):
@@ -109,13 +129,14 @@ def run_verify(original, migrated, *, entry, steps=10, nproc=None, device="auto"
             click.echo("--- last output lines of the %s run ---\n%s" % (label, verdict[key]), err=True)
     for reason in verdict["reasons"][:20]:
         click.echo("  " + reason)
+    for line in report.nan_lines(verdict):
+        click.echo(line)
     code = verdict["exit_code"]
     status = {0: "PASS", 1: "FAIL", 2: "ERROR (could not run)"}[code]
     where = "" if verdict.get("first_divergent_step") is None else " (first divergent step: %d, rank %s)" % (
         verdict["first_divergent_step"], verdict.get("first_divergent_rank"))
     sim = " [CUDA simulated on CPU]" if verdict.get("simulated_cuda") else ""
-    click.echo("verify: %s%s%s; max relative loss difference %.3g" % (status, where, sim,
-                                                                    verdict.get("max_rel_diff", 0.0)))
+    click.echo("verify: %s%s%s; %s" % (status, where, sim, report.difference_summary(verdict)))
     if json_path:
         report.write_json(verdict, json_path)
     if plot:

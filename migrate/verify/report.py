@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+import math
+from typing import List, Optional
 
 
 def _fmt(vals) -> str:
@@ -41,30 +42,111 @@ def write_json(verdict: dict, path: str) -> None:
         f.write("\n")
 
 
+def difference_summary(verdict: dict) -> str:
+    """One honest line: the max relative loss difference and on which side losses went NaN/inf, from which step."""
+    text = "max relative loss difference %.3g" % verdict.get("max_rel_diff", 0.0)
+    first = verdict.get("first_nonfinite_step") or {}
+    o, m = first.get("original"), first.get("migrated")
+    if o is not None and m is None:
+        text += "; NaN/inf loss from step %d in the original run only" % o
+    elif m is not None and o is None:
+        text += "; NaN/inf loss from step %d in the migrated run only" % m
+    elif o is not None:
+        text += "; NaN/inf losses in both runs (original from step %d, migrated from step %d)" % (o, m)
+    return text
+
+
+def _value(stats) -> str:
+    if not stats:
+        return "-"
+    v = stats["absmax"]
+    v = "%.3g" % v if isinstance(v, (int, float)) else str(v)
+    fits = "fits fp16" if stats.get("fits_fp16") else ("fits bf16 only" if stats.get("fits_bf16") else "fits neither")
+    return "%s (%s, %s)" % (v, stats.get("dtype", "?"), fits)
+
+
+def nan_lines(verdict: dict) -> List[str]:
+    """Where each side's first non-finite value appeared (the probe's NaN locator), as text lines."""
+    out: List[str] = []
+    origins = verdict.get("nan_origin") or {}
+    for side in ("original", "migrated"):
+        events = origins.get(side) or []
+        if not events and verdict.get("find_nan"):
+            out.append("verify: %s run: no NaN/inf value seen in any module (traced every step, --find-nan)" % side)
+        for ev in events:
+            scale = ev.get("loss_scale")
+            head = "verify: %s run, rank %s step %s (loss scale %s): " % (
+                side, ev.get("rank"), ev.get("step"), "%g" % scale if isinstance(scale, (int, float)) else "-")
+            if ev.get("module") is None:
+                out.append(head + "NaN/inf loss, but " + ev.get("detail", "no module produced it"))
+                continue
+            out.append(head + "first NaN/inf in the %s of `%s` (%s)" % (ev["direction"], ev["module"],
+                                                                           ev.get("module_type", "?")))
+            out.append("    abs-max: inputs %s; weights %s; outputs %s" % (
+                _value(ev.get("inputs")), _value(ev.get("weights")), _value(ev.get("outputs"))))
+            if ev.get("fp32_outputs"):
+                out.append("    recomputed in fp32, the outputs reach %s" % _value(ev["fp32_outputs"]))
+            if ev.get("gradient"):
+                out.append("    gradient of its %s: %s" % (ev["gradient"].get("of"), _value(ev["gradient"])))
+            if ev.get("detail"):
+                out.append("    " + ev["detail"])
+            out.append("    (traced %s)" % ev.get("trigger", "?"))
+    return out
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
 def plot(verdict: dict, path: str) -> Optional[str]:
-    """Draw both loss curves (per rank) and the loss scale to a PNG; returns an error message if impossible."""
+    """Draw both loss curves (per rank) and the loss scale (log2) to a PNG, marking NaN/inf and skipped steps;
+    returns an error message if impossible."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, LogLocator
     except ImportError:
         return "matplotlib is not installed: pip install matplotlib (or apex2amp[plot]) to get --plot"
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     ranks = sorted({r["rank"] for r in verdict["rows"]})
+    bad, skipped, any_scale = [], [], False
     for rank in ranks:
         rows = [r for r in verdict["rows"] if r["rank"] == rank]
         steps = [r["step"] for r in rows]
-        ax1.plot(steps, [sum(r["original"]) for r in rows], "o-", label="original rank %d" % rank)
-        ax1.plot(steps, [sum(r["migrated"]) for r in rows], "x--", label="migrated rank %d" % rank)
-        ax2.plot(steps, [r["scale"][0] or 0 for r in rows], "o-", label="original scale rank %d" % rank)
-        ax2.plot(steps, [r["scale"][1] or 0 for r in rows], "x--", label="migrated scale rank %d" % rank)
+        for i, (side, style) in enumerate((("original", "o-"), ("migrated", "x--"))):
+            losses = [sum(r[side]) if r[side] else float("nan") for r in rows]
+            ax1.plot(steps, [v if _finite(v) else float("nan") for v in losses], style,
+                     label="%s rank %d" % (side, rank))
+            bad.extend((s, side) for s, v in zip(steps, losses) if not _finite(v))
+            scales = [r["scale"][i] if _finite(r["scale"][i]) and r["scale"][i] > 0 else float("nan")
+                      for r in rows]
+            any_scale = any_scale or any(_finite(v) for v in scales)
+            ax2.plot(steps, scales, style, label="%s scale rank %d" % (side, rank))
+            skipped.extend((s, side, v) for s, v, r in zip(steps, scales, rows) if r["skipped"][i])
+    top = ax1.get_ylim()[1]
+    for side, marker, color in (("original", "^", "red"), ("migrated", "v", "purple")):
+        xs = [s for s, sd in bad if sd == side]
+        if xs:
+            ax1.scatter(xs, [top] * len(xs), marker=marker, color=color, zorder=5,
+                        label="NaN/inf loss (%s)" % side)
+        sk = [(s, v) for s, sd, v in skipped if sd == side]
+        if sk:
+            for s, _ in sk:
+                ax1.axvspan(s - 0.4, s + 0.4, color=color, alpha=0.08)
+            ax2.scatter([s for s, _ in sk], [v if _finite(v) else 1.0 for _, v in sk], marker="s",
+                        facecolors="none", edgecolors=color, zorder=5, label="skipped step (%s)" % side)
     if verdict.get("first_divergent_step") is not None:
         ax1.axvline(verdict["first_divergent_step"], color="red", alpha=0.4)
     ax1.set_ylabel("loss (sum per step)")
     ax2.set_ylabel("loss scale")
-    ax2.set_yscale("symlog")
+    if any_scale:
+        ax2.set_yscale("log", base=2)
+        ax2.yaxis.set_major_locator(LogLocator(base=2))
+        ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "2^%d" % round(math.log2(v)) if v > 0 else ""))
     ax2.set_xlabel("optimizer step")
     ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
     ax1.set_title("apex2amp verify: %s" % ("PASS" if verdict["passed"] else "FAIL"))
     fig.tight_layout()
     fig.savefig(path, dpi=100)

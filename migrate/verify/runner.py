@@ -116,8 +116,11 @@ def _read_records(out_dir: str):
 
 def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 10, nproc: Optional[int] = None,
              launcher: str = "python", device: str = "cpu", seed: int = 0, timeout: float = 600.0,
-             apex: Optional[str] = None) -> SideRun:
-    """Run `folder/entry ARGS` under the probe for `steps` iterations; returns its SideRun."""
+             apex: Optional[str] = None, find_nan: bool = False) -> SideRun:
+    """Run `folder/entry ARGS` under the probe for `steps` optimizer steps; returns its SideRun.
+
+    find_nan: trace non-finite values from the first step (otherwise from the first non-finite/skipped one).
+    """
     folder = os.path.abspath(folder)
     script = os.path.join(folder, entry)
     if not os.path.isfile(script):
@@ -136,7 +139,7 @@ def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 
         "APEX2AMP_OUT": out_dir, "APEX2AMP_STEPS": str(steps), "APEX2AMP_SEED": str(seed),
         "APEX2AMP_DEVICE": device, "APEX2AMP_NPROC": str(procs), "APEX2AMP_MASTER_PORT": str(free_port()),
         "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
-        "PYTHONUNBUFFERED": "1",
+        "PYTHONUNBUFFERED": "1", "APEX2AMP_FIND_NAN": "1" if find_nan else "0",
     })
     if launcher == "torchrun":
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=%d" % procs, "--nnodes=1",

@@ -2,8 +2,14 @@
 
 Installed by sitecustomize in every Python process of a harness run (the launcher, mp.spawn children,
 torchrun ranks). Environment: APEX2AMP_OUT (records folder), APEX2AMP_STEPS, APEX2AMP_SEED,
-APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT.
-One JSON line per iteration per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time"}.
+APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT, APEX2AMP_FIND_NAN
+("1" = trace non-finite values from the first step, see _apex2amp_nan).
+One JSON line per optimizer step per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time"}.
+
+A step closes at each optimizer's own step() on both sides: the emulated apex step (skipped or not),
+GradScaler.step(optimizer) (skipped when that optimizer's grads held inf/NaN), a plain optimizer.step(), or, for
+a hand-written scaler whose backward ran on `loss * scale`, a zero_grad() or a new scale with no step in between
+(the skipped step). Its losses are the unscaled losses backpropagated since the previous step of any optimizer.
 """
 import atexit
 import json
@@ -28,9 +34,8 @@ class _Recorder(object):
         self.skipped = False
         self.t0 = time.perf_counter()
         self.managed = set()         # ids of optimizers stepped through a scaler or the apex emulation
-        self.shim_opts = set()       # ids of optimizers handed to amp.initialize
-        self.shim_stepped = set()
-        self.scaler_stepped = {}     # optimizer id -> losses recorded when GradScaler.step()ed it (since update())
+        self.hand_scale = None       # the scale of a hand-written scaler's pending backward (loss * scale)
+        self.on_boundary = None      # called with each step record (the NaN locator's trigger)
         self.finished = False
         self._rank = None
         self._flushed = 0.0
@@ -69,30 +74,41 @@ class _Recorder(object):
         if scale is None and self.scales:
             scale = self.scales[0]
         nonfinite = any(not math.isfinite(v) for v in self.losses)
-        self._write({"rank": self.rank(), "pid": os.getpid(), "it": self.it,
-                     "losses": [v if math.isfinite(v) else repr(v) for v in self.losses],
-                     "skipped": bool(skipped or self.skipped), "scale": scale, "nonfinite": nonfinite,
-                     "time": now - self.t0})
+        record = {"rank": self.rank(), "pid": os.getpid(), "it": self.it,
+                  "losses": [v if math.isfinite(v) else repr(v) for v in self.losses],
+                  "skipped": bool(skipped or self.skipped), "scale": scale, "nonfinite": nonfinite,
+                  "time": now - self.t0}
+        self._write(record)
         self.it += 1
         self.losses, self.scales, self.skipped = [], [], False
-        self.shim_stepped = set()
-        self.scaler_stepped = {}
+        self.hand_scale = None
         self.t0 = now
+        if self.on_boundary is not None:
+            self.on_boundary(record)
         if self.steps and self.it >= self.steps:
             self.finish("done")
 
-    def split_boundary(self, index):
-        """Close the iteration with the losses recorded before `index`; later ones open the next iteration."""
-        carry, self.losses = self.losses[index:], self.losses[:index]
-        carry_scales = self.scales[index:] if len(self.scales) == len(self.losses) + len(carry) else []
-        self.scales = self.scales[:index]
-        self.boundary()
-        self.losses, self.scales = carry, carry_scales
+    def hand_scaled_loss(self, value, scale):
+        """A backward on `loss * scale` outside any scaler: a new scale with losses pending means a skipped step."""
+        if self.hand_scale is not None and self.losses and scale != self.hand_scale:
+            self.boundary(skipped=True)
+        self.loss(value, scale)
+        self.hand_scale = scale
+
+    def grads_zeroed(self):
+        """zero_grad() with a hand-scaled backward pending and no step since: that step was skipped."""
+        if self.hand_scale is not None and self.losses:
+            self.boundary(skipped=True)
 
     def finish(self, event, error=None):
         if self.finished:
             return
         self.finished = True
+        if self.on_boundary is not None:
+            try:
+                self.on_boundary(None)
+            except Exception:
+                pass
         if event == "crash" or self.fh is not None or self.losses:
             self._write({"event": event, "rank": self.rank(), "pid": os.getpid(), "iterations": self.it,
                          "error": error, "opt_level": _apex_opt_level()})
@@ -133,20 +149,14 @@ def register_managed(optimizer):
     """The apex emulation owns this optimizer's iteration boundary."""
     if _state is not None:
         _state.managed.add(id(optimizer))
-        _state.shim_opts.add(id(optimizer))
 
 
 def managed_step(optimizer, skipped, scale=None):
-    """The emulated optimizer stepped (or skipped): close the iteration once every amp optimizer has."""
+    """The emulated optimizer stepped (or skipped the step): close the step."""
     if _state is None:
         return
-    key = id(optimizer)
-    if key in _state.shim_stepped:
-        _state.boundary()
-    _state.shim_stepped.add(key)
-    _state.skipped = _state.skipped or skipped
-    if _state.shim_stepped >= _state.shim_opts:
-        _state.boundary(scale=scale)
+    _state.managed.add(id(optimizer))
+    _state.boundary(skipped=skipped, scale=scale)
 
 
 # ---- torch patches -------------------------------------------------------------------------------
@@ -154,13 +164,7 @@ def managed_step(optimizer, skipped, scale=None):
 def _patch_capture(torch):
     rec = _state
     GradScaler = torch.amp.GradScaler
-    orig_scale, orig_step, orig_update = GradScaler.scale, GradScaler.step, GradScaler.update
-    orig_unscale = GradScaler.unscale_
-
-    def unscale_(self, optimizer):
-        if id(optimizer) in rec.scaler_stepped:  # a new iteration began without update()
-            rec.split_boundary(rec.scaler_stepped[id(optimizer)])
-        return orig_unscale(self, optimizer)
+    orig_scale, orig_step = GradScaler.scale, GradScaler.step
 
     def scale(self, outputs):
         enabled = self.is_enabled()
@@ -179,31 +183,22 @@ def _patch_capture(torch):
 
     def step(self, optimizer, *args, **kwargs):
         rec.managed.add(id(optimizer))
-        if id(optimizer) in rec.scaler_stepped:  # stepped again without update(): close the iteration
-            rec.split_boundary(rec.scaler_stepped[id(optimizer)])
-        try:
-            return orig_step(self, optimizer, *args, **kwargs)
-        finally:
-            rec.scaler_stepped[id(optimizer)] = len(rec.losses)
-
-    def update(self, new_scale=None):
-        enabled = self.is_enabled()
-        before = float(self.get_scale()) if enabled else None
-        result = orig_update(self, new_scale)
-        after = float(self.get_scale()) if enabled else None
-        skipped = bool(enabled and new_scale is None and after < before)
-        rec.boundary(skipped=skipped, scale=before)
+        result = orig_step(self, optimizer, *args, **kwargs)
+        rec.boundary(skipped=_scaler_skipped(self, optimizer))
         return result
 
-    GradScaler.scale, GradScaler.step, GradScaler.update = scale, step, update
-    GradScaler.unscale_ = unscale_
+    GradScaler.scale, GradScaler.step = scale, step
 
     orig_tensor_backward = torch.Tensor.backward
     orig_autograd_backward = torch.autograd.backward
 
     def _note(t):
         if (hasattr(t, "numel") and t.numel() == 1 and not getattr(t, "_apex2amp_scaled", False)):
-            rec.loss(_loss_value(t))
+            value, hand = _loss_value(t), _hand_scale(t)
+            if hand is None:
+                rec.loss(value)
+            else:
+                rec.hand_scaled_loss(value / hand, hand)
 
     def tensor_backward(self, *args, **kwargs):
         if getattr(_tls, "inside", False):
@@ -234,6 +229,50 @@ def _patch_capture(torch):
 
     from torch.optim.optimizer import register_optimizer_step_post_hook
     register_optimizer_step_post_hook(post_step_hook)
+
+    for cls in (torch.optim.Optimizer, torch.nn.Module):
+        cls.zero_grad = _after(cls.zero_grad, rec.grads_zeroed)
+
+
+def _after(fn, then):
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        then()
+        return fn(*args, **kwargs)
+    return run
+
+
+def _scaler_skipped(scaler, optimizer):
+    """GradScaler.step skipped this optimizer's step: its unscaled grads held inf/NaN."""
+    if not scaler.is_enabled():
+        return False
+    try:
+        found = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+        return any(float(v.item()) for v in found.values())
+    except Exception:
+        return False
+
+
+def _hand_scale(t):
+    """The constant of a hand-written loss scaler's `loss * scale` (a power of two >= 8, or >= 128), else None."""
+    fn = getattr(t, "grad_fn", None)
+    if fn is None or type(fn).__name__ != "MulBackward0":
+        return None
+    try:
+        nexts = [n for n, _ in fn.next_functions]
+        if len(nexts) != 2 or (nexts[0] is None) == (nexts[1] is None):
+            return None
+        const = fn._saved_self if nexts[0] is None else fn._saved_other
+        if const.numel() != 1:
+            return None
+        c = float(const)
+    except Exception:
+        return None
+    if not math.isfinite(c) or c < 8 or (c < 128 and math.frexp(c)[0] != 0.5):
+        return None
+    return c
 
 
 def _patch_launchers(torch):
@@ -313,6 +352,10 @@ def install():
         _apex2amp_cpu.install(int(os.environ.get("APEX2AMP_NPROC", "1") or 1))
     _patch_capture(torch)
     _patch_launchers(torch)
+    import _apex2amp_nan
+    locator = _apex2amp_nan.NanLocator(torch, _state, lambda ev: _state._write(dict(ev, pid=os.getpid())),
+                                       always=os.environ.get("APEX2AMP_FIND_NAN") == "1")
+    _state.on_boundary = locator.on_step
 
     orig_hook = sys.excepthook
 

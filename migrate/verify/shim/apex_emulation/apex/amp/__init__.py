@@ -8,6 +8,7 @@ O3 is pure fp16. The loss scaler, skip-on-overflow and the checkpoint format are
 import contextlib
 import functools
 import sys
+import types
 from collections import OrderedDict
 
 import torch
@@ -98,6 +99,8 @@ class _Stash(object):
 
 
 def _setup_optimizer(optimizer, props):
+    if hasattr(optimizer, "_amp_stash"):
+        raise RuntimeError("A given optimizer should only be passed through amp.initialize once.")
     stash = optimizer._amp_stash = _Stash()
     stash.already_patched = False
     stash.params_have_scaled_gradients = False
@@ -117,7 +120,7 @@ def _setup_optimizer(optimizer, props):
 
     orig_step = optimizer.step
 
-    def step(closure=None):
+    def step(self, closure=None):
         if closure is not None and stash.pairs:
             raise RuntimeError("Currently, Amp does not support closure use with optimizers.")
         skipped = getattr(stash, "skip_next", False)
@@ -139,16 +142,17 @@ def _setup_optimizer(optimizer, props):
             p.managed_step(optimizer, skipped)
         return result
 
-    optimizer.step = step
+    # bound methods, as apex makes them (types.MethodType): torch's LR schedulers wrap `step.__func__`
+    optimizer.step = types.MethodType(step, optimizer)
     if stash.pairs:
         orig_zero = optimizer.zero_grad
 
-        def zero_grad():
-            orig_zero()
+        def zero_grad(self, set_to_none=True):
+            orig_zero(set_to_none)
             for model_p in stash.model_params:
                 model_p.grad = None
 
-        optimizer.zero_grad = zero_grad
+        optimizer.zero_grad = types.MethodType(zero_grad, optimizer)
     p = _probe()
     if p is not None:
         p.register_managed(optimizer)
