@@ -153,7 +153,11 @@ def check_resume(original: str, migrated: str, entry: str, args: Sequence[str], 
     elif not own_b["passed"] and not cause:
         res["reasons"].append("resume: the migrated program's restart at step %d does not reproduce its uninterrupted "
                               "run: %s" % (at, own_b["reasons"][0]))
-    res["reasons"] += ["resume: resumed runs differ: " + r for r in cross["reasons"]]
+    shown = cross["reasons"][:3] if res["reasons"] else cross["reasons"]
+    res["reasons"] += ["resume: resumed runs differ: " + r for r in shown]
+    if len(shown) < len(cross["reasons"]):
+        res["reasons"].append("resume: ... %d more differences in the JSON" % (len(cross["reasons"]) - len(shown)))
+    res["differences"] = cross["reasons"]
     res["passed"] = not res["reasons"]
     res["exit_code"] = 0 if res["passed"] else 1
     return res
