@@ -195,7 +195,8 @@ def _mode_summary(r: dict) -> str:
         parts.append("forward %s -> %s" % (prec["original"]["label"], prec["migrated"]["label"]))
     res = r.get("resume")
     if res:
-        parts.append("resume at step %d: %s" % (res["at"], "PASS" if res["passed"] else "FAIL"))
+        parts.append("resume at step %d: %s" % (res["at"], "PASS" if res["passed"] else (
+            "ERROR (could not run)" if res["exit_code"] == 2 else "FAIL")))
     return "; ".join(parts)
 
 

@@ -66,12 +66,13 @@ def run_resumed(folder: str, entry: str, args: Sequence[str], *, steps: int, at:
         reached = min((len(v) for v in first.records.values()), default=0)
         out = {"records": {}, "checkpoint": None, "scaler_state": None, "error": None, "output": tail(first.output)}
         if reached < at:
-            out["error"] = "it stopped after %d of the %d steps before the checkpoint: %s" % (
+            out["error"] = "stopped after %d of the %d steps before the checkpoint: %s" % (
                 reached, at, first.error() or "exit code %s" % first.returncode)
             return out
         if not saved:
-            out["error"] = ("it wrote no checkpoint right after step %d (args: %s): give --save-args that make it "
-                            "save there, e.g. \"--save {ckpt} --save-at {k}\"" % (at, " ".join(first.command[2:])))
+            given = " ".join(first.command[2:]) or "none"
+            out["error"] = ("wrote no checkpoint right after step %d (arguments: %s): give --save-args that make it "
+                            "save there, e.g. \"--save {ckpt} --save-at {k}\"" % (at, given))
             return out
         path = ckpt if "{ckpt}" in save_args and os.path.exists(ckpt) else saved[0]
         out["checkpoint"] = path
@@ -80,7 +81,7 @@ def run_resumed(folder: str, entry: str, args: Sequence[str], *, steps: int, at:
                           cwd=work, **run_kwargs)
         out["output"] = tail(second.output)
         if not second.records:
-            out["error"] = "its restart from the checkpoint failed: %s" % (
+            out["error"] = "could not restart from its checkpoint: %s" % (
                 second.error() or "exit code %s" % second.returncode)
             return out
         out["records"] = {rank: first.records.get(rank, [])[:at] + [dict(r, it=r["it"] + at) for r in recs]
