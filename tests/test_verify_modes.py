@@ -79,7 +79,7 @@ def test_mode_that_became_fp32_fails_with_the_mode_named(tmp_path):
                 str(broken))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "mode '--fp16' became fp32" in r.stdout
-    assert "verify: mode '' (no extra arguments): PASS; forward float32 -> float32" in r.stdout
+    assert "verify: mode '' (the common arguments only): PASS; forward float32 -> float32" in r.stdout
     assert "verify: mode '--fp16': FAIL; forward float16 (autocast) -> float32" in r.stdout
     data = json.loads(out.read_text())
     assert [m["mode_args"] for m in data["modes"]] == ["", "--fp16"]
@@ -104,3 +104,11 @@ def test_configured_mode_and_apex_still_used_in_the_migrated_tree(tmp_path):
     assert {f["code"] for f in data["check_findings"]} == {"A2A118"}
     assert "static check: train.py:10:1: A2A118 apex name `apex` is still used" in r.stdout
     assert "verify: mode '--fp16': PASS" in r.stdout and "verify: FAIL" in r.stdout
+
+
+def test_apex_o2_fp16_weights_count_as_reduced_precision():
+    """O2 returns fp32 outputs from fp16 weights: still a mixed-precision mode, matched by autocast."""
+    fx = os.path.join(RUNNABLE, "trainer_class")
+    r = _verify("--entry", "train.py", "--steps", "2", os.path.join(fx, "legacy"), os.path.join(fx, "migrated"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verify: mode '--fp16': PASS; forward float32 (float16 weights) -> float16 (autocast)" in r.stdout

@@ -184,7 +184,7 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
 
 
 def _mode_label(m: str) -> str:
-    return repr(m) if m else "'' (no extra arguments)"
+    return repr(m) if m else "'' (the common arguments only)"
 
 
 def _mode_summary(r: dict) -> str:

@@ -5,8 +5,8 @@ torchrun ranks). Environment: APEX2AMP_OUT (records folder), APEX2AMP_STEPS, APE
 APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT,
 APEX2AMP_CUT_AT_SAVE=1 (after step N, go on until the program's next torch.save, then stop: a resume's first leg).
 One JSON line per iteration per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time",
-"fwd_dtype", "fwd_autocast"} (the lowest floating dtype a top-level module's forward returned this step,
-and whether one ran under autocast); a resume's first leg adds {"event": "checkpoint", "paths": [...]}.
+"fwd_dtype", "fwd_autocast", "fwd_weights"} (the lowest floating dtype a top-level module's forward
+returned this step, whether one ran under autocast, the lowest dtype of such a module's first parameter); a resume's first leg adds {"event": "checkpoint", "paths": [...]}.
 """
 import atexit
 import json
@@ -40,6 +40,7 @@ class _Recorder(object):
         self.depth = 0               # nesting of module forwards (0 = a top-level module is called)
         self.fwd_dtype = None
         self.fwd_autocast = False
+        self.fwd_weights = None
         self.cut_at_save = os.environ.get("APEX2AMP_CUT_AT_SAVE") == "1"
         self.awaiting_save = False   # step N is done; the next torch.save ends the run
         self.saved = []              # checkpoint paths written while awaiting_save
@@ -73,10 +74,12 @@ class _Recorder(object):
         if scale is not None:
             self.scales.append(float(scale))
 
-    def forward_done(self, dtype, autocast):
+    def forward_done(self, dtype, autocast, weights):
         """A top-level module's forward returned a floating tensor of `dtype` (a torch.dtype name)."""
         if self.fwd_dtype is None or _PRECISION.get(dtype, 9) < _PRECISION.get(self.fwd_dtype, 9):
             self.fwd_dtype = dtype
+        if weights and (self.fwd_weights is None or _PRECISION.get(weights, 9) < _PRECISION.get(self.fwd_weights, 9)):
+            self.fwd_weights = weights
         self.fwd_autocast = self.fwd_autocast or autocast
 
     def after_cut(self):
@@ -96,10 +99,11 @@ class _Recorder(object):
         self._write({"rank": self.rank(), "pid": os.getpid(), "it": self.it,
                      "losses": [v if math.isfinite(v) else repr(v) for v in self.losses],
                      "skipped": bool(skipped or self.skipped), "scale": scale, "nonfinite": nonfinite,
-                     "time": now - self.t0, "fwd_dtype": self.fwd_dtype, "fwd_autocast": self.fwd_autocast})
+                     "time": now - self.t0, "fwd_dtype": self.fwd_dtype, "fwd_autocast": self.fwd_autocast,
+                     "fwd_weights": self.fwd_weights})
         self.it += 1
         self.losses, self.scales, self.skipped = [], [], False
-        self.depth, self.fwd_dtype, self.fwd_autocast = 0, None, False
+        self.depth, self.fwd_dtype, self.fwd_autocast, self.fwd_weights = 0, None, False, None
         self.shim_stepped = set()
         self.scaler_stepped = {}
         self.t0 = now
@@ -299,17 +303,19 @@ def _patch_forward_dtype(torch):
         if rec.depth == 0:
             if rec.saved:  # a resume's first leg: the checkpoint is written, the next step begins
                 rec.after_cut()
-            autocast_at.append(_autocast_enabled(torch))
+            param = next(module.parameters(), None)
+            weights = str(param.dtype).replace("torch.", "") if param is not None else None
+            autocast_at.append((_autocast_enabled(torch), weights))
         rec.depth += 1
 
     def post_hook(module, args, output):
         rec.depth = max(0, rec.depth - 1)
         if rec.depth == 0 and autocast_at:
-            autocast = autocast_at.pop()
+            autocast, weights = autocast_at.pop()
             del autocast_at[:]
             dtype = _first_float_dtype(output)
             if dtype:
-                rec.forward_done(dtype, autocast)
+                rec.forward_done(dtype, autocast, weights)
 
     nn_module.register_module_forward_pre_hook(pre_hook)
     nn_module.register_module_forward_hook(post_hook)
