@@ -223,7 +223,8 @@ def run_verify(original, migrated, *, entry, steps=10, nproc=None, device="auto"
         if r.get("rows"):
             click.echo(report.table(r))
         if r.get("resume", {}).get("rows"):
-            click.echo("resume: checkpoint after %d steps, restarted at step %d" % (r["resume"]["at"], r["resume"]["at"]))
+            at = r["resume"]["at"]
+            click.echo("resume: checkpoint after %d steps, restarted at step %d" % (at, at))
             click.echo(resume_table(r["resume"]))
         for src in (r, r.get("resume") or {}):
             for key, label in (("original_output_tail", "original"), ("migrated_output_tail", "migrated")):

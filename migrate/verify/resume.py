@@ -108,7 +108,8 @@ def _scaler_cause(at: int, resumed: dict, whole: Dict[int, List[dict]], orig_ok:
         first += " (the initial scale: the scaler state was not restored)"
     if resumed.get("scaler_state"):
         return first + ("; the checkpoint holds the scaler state (%s) but the resume never loads it: call "
-                        "scaler.load_state_dict(...) with it where the checkpoint is restored" % resumed["scaler_state"])
+                        "scaler.load_state_dict(...) with it where the checkpoint is restored"
+                        % resumed["scaler_state"])
     return first + ("; the checkpoint holds no scaler state: save scaler.state_dict() with it and restore it with "
                     "scaler.load_state_dict(...)")
 
