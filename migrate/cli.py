@@ -269,15 +269,36 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Draw both loss curves to a PNG.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per side.")
 @click.option("--tolerance", type=float, default=None, help="Override the per-step relative tolerance.")
+@click.option("--mode", "modes", multiple=True,
+              help="Extra arguments of one configuration (repeatable, e.g. --mode '' --mode=--fp16); default: "
+                   "fp32 and mixed precision, detected from the script's flags.")
+@click.option("--resume", "resume_flag", is_flag=True,
+              help="Also check a restart: save after step K, restart from the checkpoint, train on.")
+@click.option("--resume-at", type=int, default=None, help="Step K the checkpoint is written after (default steps/2).")
+@click.option("--resume-args", default=None, help="Arguments that restart from the checkpoint, e.g. '--resume {ckpt}'.")
+@click.option("--save-args", default=None, help="Arguments that save it after step K, e.g. '--save {ckpt} --save-at {k}'.")
 @click.option("--find-nan", is_flag=True, help="Trace NaN/inf origins (module, direction) from the first step.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance,
-           find_nan, args):
-    """Run ORIGINAL and MIGRATED for N steps each and compare their losses.
+def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance, modes,
+           resume_flag, resume_at, resume_args, save_args, find_nan, args):
+    """Run ORIGINAL and MIGRATED for N steps each, in every mode, and compare their losses.
 
     Without MIGRATED, a copy of ORIGINAL is migrated first. Program arguments go after `--`.
     """
+    from .config import ConfigError, load_config
     from .verify import run_verify
+    try:
+        table = load_config([original]).get("verify", {})
+    except ConfigError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    modes = list(modes) or table.get("modes") or None
+    resume_at = resume_at or table.get("resume-at")
+    resume_args = resume_args if resume_args is not None else table.get("resume-args")
+    save_args = save_args if save_args is not None else table.get("save-args")
+    resume = None
+    if resume_flag or resume_at or resume_args is not None or save_args is not None:
+        resume = {"at": resume_at, "resume_args": resume_args, "save_args": save_args}
     if migrated is not None and migrated.startswith("-"):
         # `verify ORIGINAL -- --fp16`: click binds the first program argument to MIGRATED
         args, migrated = (migrated,) + tuple(args), None
@@ -286,7 +307,7 @@ def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_pa
         sys.exit(2)
     sys.exit(run_verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
                         dtype=_norm_dtype(dtype), json_path=json_path, plot=plot, timeout=timeout,
-                        tolerance=tolerance, args=list(args), find_nan=find_nan))
+                        tolerance=tolerance, args=list(args), modes=modes, resume=resume, find_nan=find_nan))
 
 
 if __name__ == "__main__":  # pragma: no cover

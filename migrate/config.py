@@ -2,7 +2,8 @@
 
 Like ruff, the closest pyproject.toml that has a `[tool.apex2amp]` table wins; the walk stops at the
 repository top (a folder holding `.git`). Keys (dashes or underscores): select, ignore, extend-ignore,
-per-file-ignores, exclude, dtype, min-torch. Unknown keys and wrong types are errors naming the key.
+per-file-ignores, exclude, dtype, min-torch, and the `[tool.apex2amp.verify]` table (modes = ["", "--fp16"],
+resume-args, save-args, resume-at: see migrate/verify/modes.py). Unknown keys and wrong types are errors naming the key.
 Glob patterns with a `/` are relative to the folder of that pyproject.toml; patterns without one match
 file names anywhere. Python 3.11+ reads TOML with `tomllib`; older Pythons use `tomli` when installed and
 otherwise the small reader below, which covers the TOML this table needs.
@@ -14,7 +15,8 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch"}
+KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify"}
+VERIFY_KEYS = {"modes", "resume-args", "save-args", "resume-at"}
 DTYPE_VALUES = ("float16", "bfloat16", "fp16", "bf16")
 MIN_SUPPORTED_TORCH = (1, 10)
 
@@ -292,6 +294,26 @@ def _anchor(pattern: str, base: str) -> str:
     return glob.escape(base.replace(os.sep, "/")).rstrip("/") + "/" + p.lstrip("/")
 
 
+def _verify_table(value: Any, path: str) -> Dict[str, Any]:
+    """`[tool.apex2amp.verify]`: modes (list of argument strings), resume-args/save-args (strings), resume-at."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: [tool.apex2amp.verify] must be a table")
+    out: Dict[str, Any] = {}
+    for key, v in value.items():
+        k = key.replace("_", "-")
+        if k not in VERIFY_KEYS:
+            raise ConfigError(f"{path}: unknown key {key!r} in [tool.apex2amp.verify] "
+                              f"(known: {', '.join(sorted(VERIFY_KEYS))})")
+        if k == "modes" and not (isinstance(v, list) and all(isinstance(m, str) for m in v)):
+            raise ConfigError(f"{path}: [tool.apex2amp.verify] modes must be a list of argument strings")
+        if k in ("resume-args", "save-args") and not isinstance(v, str):
+            raise ConfigError(f"{path}: [tool.apex2amp.verify] {k} must be a string")
+        if k == "resume-at" and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{path}: [tool.apex2amp.verify] resume-at must be a positive integer")
+        out[k] = v
+    return out
+
+
 def validate(table: Dict[str, Any], path: str) -> Dict[str, Any]:
     """Normalised settings (dashed keys, upper-case codes, anchored globs) or ConfigError."""
     base = os.path.dirname(os.path.abspath(path))
@@ -326,6 +348,8 @@ def validate(table: Dict[str, Any], path: str) -> Dict[str, Any]:
                                   f"\"2.1\" (a bare number cannot tell 2.10 from 2.1), not {value!r}")
             parse_version(value, f"{path}: [tool.apex2amp] min-torch")
             norm[k] = value
+        elif k == "verify":
+            norm[k] = _verify_table(value, path)
     norm["path"] = path
     return norm
 

@@ -13,8 +13,10 @@ Python API (used by the end-to-end tests):
   `{"it", "losses": [unscaled loss per backward], "skipped", "scale", "nonfinite", "time"}`.
 - `compare(original, migrated, steps=None, mode="same-engine"|"fidelity", dtype="float16", tolerance=None)`
   returns the verdict dict (passed, first_divergent_step, first_divergent_rank, reasons, rows, max_rel_diff).
-- `verify(original, migrated, entry=..., ...)` does both sides plus the static checks and returns the
-  verdict with `exit_code`; `run_verify(...)` is the CLI body (prints, writes JSON/PNG, returns 0/1/2).
+- `verify(original, migrated, entry=..., modes=None, resume=None, ...)` does both sides in every mode
+  (given, or detected by `modes.detect_modes`), the forward-precision check, the resume check when asked
+  (`resume={"at", "save_args", "resume_args"}`) and the static checks (incl. `check`'s A2A7xx/A2A118
+  findings), and returns the verdict with `modes` and `exit_code`; `run_verify(...)` is the CLI body (prints, writes JSON/PNG, returns 0/1/2).
 - `run_side(...)` is `collect_losses` returning everything (records, crash events, exit code, output).
 """
 from __future__ import annotations

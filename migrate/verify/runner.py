@@ -116,10 +116,13 @@ def _read_records(out_dir: str):
 
 def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 10, nproc: Optional[int] = None,
              launcher: str = "python", device: str = "cpu", seed: int = 0, timeout: float = 600.0,
-             apex: Optional[str] = None, find_nan: bool = False) -> SideRun:
+             apex: Optional[str] = None, cwd: Optional[str] = None,
+             extra_env: Optional[Dict[str, str]] = None, find_nan: bool = False) -> SideRun:
     """Run `folder/entry ARGS` under the probe for `steps` optimizer steps; returns its SideRun.
 
-    find_nan: trace non-finite values from the first step (otherwise from the first non-finite/skipped one).
+    The program runs in a fresh temp folder, or in `cwd` (kept: a resume's two legs share it);
+    `extra_env` adds probe settings such as APEX2AMP_CUT_AT_SAVE. find_nan: trace non-finite values from
+    the first step (otherwise from the first non-finite/skipped one).
     """
     folder = os.path.abspath(folder)
     script = os.path.join(folder, entry)
@@ -128,7 +131,7 @@ def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 
     if apex is None:
         apex = "real" if real_apex_available() else "emulated"
     out_dir = tempfile.mkdtemp(prefix="apex2amp-records-")
-    work_dir = tempfile.mkdtemp(prefix="apex2amp-cwd-")
+    work_dir = cwd or tempfile.mkdtemp(prefix="apex2amp-cwd-")
     procs = nproc or 1
     env = dict(os.environ)
     path = [PROBE_DIR] + ([APEX_EMULATION_DIR] if apex == "emulated" else []) + [folder]
@@ -141,6 +144,7 @@ def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 
         "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
         "PYTHONUNBUFFERED": "1", "APEX2AMP_FIND_NAN": "1" if find_nan else "0",
     })
+    env.update(extra_env or {})
     if launcher == "torchrun":
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=%d" % procs, "--nnodes=1",
                "--master_addr=127.0.0.1", "--master_port=%d" % free_port(), script] + list(args)
@@ -157,7 +161,8 @@ def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 
         rc, timed_out = None, True
     records, events = _read_records(out_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
-    shutil.rmtree(work_dir, ignore_errors=True)
+    if cwd is None:
+        shutil.rmtree(work_dir, ignore_errors=True)
     return SideRun(records=records, events=events, returncode=rc, output=output, command=cmd,
                    timed_out=timed_out, apex=apex)
 

@@ -3,8 +3,12 @@
 Installed by sitecustomize in every Python process of a harness run (the launcher, mp.spawn children,
 torchrun ranks). Environment: APEX2AMP_OUT (records folder), APEX2AMP_STEPS, APEX2AMP_SEED,
 APEX2AMP_DEVICE ("cpu" = simulate CUDA on the CPU), APEX2AMP_NPROC, APEX2AMP_MASTER_PORT, APEX2AMP_FIND_NAN
-("1" = trace non-finite values from the first step, see _apex2amp_nan).
-One JSON line per optimizer step per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time"}.
+("1" = trace non-finite values from the first step, see _apex2amp_nan),
+APEX2AMP_CUT_AT_SAVE=1 (after step N, go on until the program's next torch.save, then stop: a resume's first leg).
+One JSON line per optimizer step per process: {"rank", "it", "losses", "skipped", "scale", "nonfinite", "time",
+"fwd_dtype", "fwd_autocast", "fwd_weights"} (the lowest floating dtype a top-level module's forward
+returned this step, whether one ran under autocast, the lowest dtype of such a module's first parameter); a
+resume's first leg adds {"event": "checkpoint", "paths": [...]}.
 
 A step closes at each optimizer's own step() on both sides: the emulated apex step (skipped or not),
 GradScaler.step(optimizer) (skipped when that optimizer's grads held inf/NaN), a plain optimizer.step(), or, for
@@ -39,6 +43,13 @@ class _Recorder(object):
         self.finished = False
         self._rank = None
         self._flushed = 0.0
+        self.depth = 0               # nesting of module forwards (0 = a top-level module is called)
+        self.fwd_dtype = None
+        self.fwd_autocast = False
+        self.fwd_weights = None
+        self.cut_at_save = os.environ.get("APEX2AMP_CUT_AT_SAVE") == "1"
+        self.awaiting_save = False   # step N is done; the next torch.save ends the run
+        self.saved = []              # checkpoint paths written while awaiting_save
 
     def rank(self):
         if self._rank is not None:
@@ -69,7 +80,24 @@ class _Recorder(object):
         if scale is not None:
             self.scales.append(float(scale))
 
+    def forward_done(self, dtype, autocast, weights):
+        """A top-level module's forward returned a floating tensor of `dtype` (a torch.dtype name)."""
+        if self.fwd_dtype is None or _PRECISION.get(dtype, 9) < _PRECISION.get(self.fwd_dtype, 9):
+            self.fwd_dtype = dtype
+        if weights and (self.fwd_weights is None or _PRECISION.get(weights, 9) < _PRECISION.get(self.fwd_weights, 9)):
+            self.fwd_weights = weights
+        self.fwd_autocast = self.fwd_autocast or autocast
+
+    def after_cut(self):
+        """Past step N of a resume's first leg: stop once the checkpoint is written (or no save came)."""
+        if self.saved:
+            self.finish("done")
+        elif self.awaiting_save:
+            self.finish("nosave")
+
     def boundary(self, skipped=False, scale=None):
+        if self.awaiting_save:  # a whole step after step N and no torch.save: no checkpoint at step N
+            self.after_cut()
         now = time.perf_counter()
         if scale is None and self.scales:
             scale = self.scales[0]
@@ -77,16 +105,21 @@ class _Recorder(object):
         record = {"rank": self.rank(), "pid": os.getpid(), "it": self.it,
                   "losses": [v if math.isfinite(v) else repr(v) for v in self.losses],
                   "skipped": bool(skipped or self.skipped), "scale": scale, "nonfinite": nonfinite,
-                  "time": now - self.t0}
+                  "time": now - self.t0, "fwd_dtype": self.fwd_dtype, "fwd_autocast": self.fwd_autocast,
+                  "fwd_weights": self.fwd_weights}
         self._write(record)
         self.it += 1
         self.losses, self.scales, self.skipped = [], [], False
         self.hand_scale = None
+        self.depth, self.fwd_dtype, self.fwd_autocast, self.fwd_weights = 0, None, False, None
         self.t0 = now
         if self.on_boundary is not None:
             self.on_boundary(record)
         if self.steps and self.it >= self.steps:
-            self.finish("done")
+            if self.cut_at_save:
+                self.awaiting_save = True
+            else:
+                self.finish("done")
 
     def hand_scaled_loss(self, value, scale):
         """A backward on `loss * scale` outside any scaler: a new scale with losses pending means a skipped step."""
@@ -109,16 +142,21 @@ class _Recorder(object):
                 self.on_boundary(None)
             except Exception:
                 pass
+        if self.saved:
+            self._write({"event": "checkpoint", "rank": self.rank(), "after_step": self.it, "paths": self.saved})
         if event == "crash" or self.fh is not None or self.losses:
             self._write({"event": event, "rank": self.rank(), "pid": os.getpid(), "iterations": self.it,
                          "error": error, "opt_level": _apex_opt_level()})
         if self.fh is not None:
             self.fh.flush()
             os.fsync(self.fh.fileno())
-        if event == "done":
+        if event in ("done", "nosave"):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+
+_PRECISION = {"float16": 0, "bfloat16": 0, "float32": 1, "float64": 2}
 
 
 def _apex_opt_level():
@@ -275,6 +313,68 @@ def _hand_scale(t):
     return c
 
 
+def _first_float_dtype(out, depth=0):
+    """The dtype name of the first floating tensor in a forward's output (tensor, sequence, mapping)."""
+    if hasattr(out, "dtype") and hasattr(out, "is_floating_point"):
+        return str(out.dtype).replace("torch.", "") if out.is_floating_point() else None
+    if depth < 2:
+        items = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else ()
+        for item in items:
+            found = _first_float_dtype(item, depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _autocast_enabled(torch):
+    try:
+        return torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def _patch_forward_dtype(torch):
+    """Global module hooks: the output dtype and autocast state of each top-level forward."""
+    rec = _state
+    from torch.nn.modules import module as nn_module
+    autocast_at = []
+
+    def pre_hook(module, args):
+        if rec.depth == 0:
+            if rec.saved:  # a resume's first leg: the checkpoint is written, the next step begins
+                rec.after_cut()
+            param = next(module.parameters(), None)
+            weights = str(param.dtype).replace("torch.", "") if param is not None else None
+            autocast_at.append((_autocast_enabled(torch), weights))
+        rec.depth += 1
+
+    def post_hook(module, args, output):
+        rec.depth = max(0, rec.depth - 1)
+        if rec.depth == 0 and autocast_at:
+            autocast, weights = autocast_at.pop()
+            del autocast_at[:]
+            dtype = _first_float_dtype(output)
+            if dtype:
+                rec.forward_done(dtype, autocast, weights)
+
+    nn_module.register_module_forward_pre_hook(pre_hook)
+    nn_module.register_module_forward_hook(post_hook)
+
+
+def _patch_save(torch):
+    """A resume's first leg: note the files torch.save writes after step N (the run stops after them)."""
+    rec = _state
+    orig_save = torch.save
+
+    def save(obj, f, *args, **kwargs):
+        result = orig_save(obj, f, *args, **kwargs)
+        if rec.awaiting_save:
+            rec.saved.append(os.path.abspath(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else None)
+        return result
+
+    torch.save = save
+
+
 def _patch_launchers(torch):
     import torch.distributed as dist
     import torch.multiprocessing as mp
@@ -351,6 +451,9 @@ def install():
         import _apex2amp_cpu
         _apex2amp_cpu.install(int(os.environ.get("APEX2AMP_NPROC", "1") or 1))
     _patch_capture(torch)
+    _patch_forward_dtype(torch)
+    if _state.cut_at_save:
+        _patch_save(torch)
     _patch_launchers(torch)
     import _apex2amp_nan
     locator = _apex2amp_nan.NanLocator(torch, _state, lambda ev: _state._write(dict(ev, pid=os.getpid())),
