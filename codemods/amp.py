@@ -14,6 +14,7 @@ from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens,
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
+from .early_exits import may_exit_early
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .index import ModuleIndex, parent_mapping
@@ -1099,7 +1100,8 @@ class _Analysis:
                     self.plan.insert_before(target_stmt, unscale)
                 elif bw is not None and step is not None and window is not None and \
                         self._window_child(bw, step[1]) is not None and \
-                        self._index_in(self._window_child(bw, step[1])) <= self._index_in(window):
+                        self._index_in(self._window_child(bw, step[1])) <= self._index_in(window) and \
+                        not self._exits_between(self._window_child(bw, step[1]), bw, window):
                     # apex unscaled when scale_loss exited: do the same, right after the backward
                     self.plan.insert_after(bw, unscale)
                 else:
@@ -1116,6 +1118,17 @@ class _Analysis:
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
         return self.block_of(stmt)[1]
+
+    def _exits_between(self, bw_child: cst.CSTNode, bw: cst.CSTNode, window: cst.CSTNode) -> bool:
+        """Whether a path from the backward can leave the step's block before `window` (the clip)."""
+        block, start = self.block_of(bw_child)
+        end = self._index_in(window)
+        if block is None:
+            return True
+        between = list(block.body[start + 1:end])
+        if bw_child is not bw:
+            between.append(bw_child)  # the exit may sit beside the backward inside this statement
+        return may_exit_early(between)
 
     def _window_child(self, node: cst.CSTNode, step_stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The statement of the step's block that holds `node`, when it comes before the step."""

@@ -74,7 +74,8 @@ apex unscaled gradients when `scale_loss` exited, so clipping right after it saw
 gradients stay scaled until `scaler.unscale_(opt)`; clipping scaled gradients shrinks the effective
 clip value by the scale (65536). `unscale_` is inserted once per optimizer and step: right after the
 backward when the step follows in the same iteration (where apex unscaled), or at the start of the
-accumulation boundary block. Any call that reads `amp.master_params(opt)` (grad-norm logging) counts as
+accumulation boundary block; after an early exit (`if not boundary: continue` / `return`), right
+before the clip, so micro-batches that do not step never unscale. Any call that reads `amp.master_params(opt)` (grad-norm logging) counts as
 a gradient reader too. With an fp32 model the master params are the model's params.""",
     before="""
 with amp.scale_loss(loss, optimizer) as scaled_loss:
