@@ -200,6 +200,7 @@ class SpawnToTorchrun(Codemod):
         self.ctx = ctx
         self.plan = EditPlan()
         self.need_os = False
+        self.spawn_rewritten = False  # only then may an unused torch.multiprocessing import go
         self.funcs: Dict[str, cst.FunctionDef] = {
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
         self.argparse = _argparse_options(module)
@@ -221,7 +222,7 @@ class SpawnToTorchrun(Codemod):
         new = apply_plan(module, self.plan)
         if self.need_os:
             new = ensure_imports(new, ["os"])
-            if any(n != "torch" for n in self.table.names_under("torch.multiprocessing")):
+            if self.spawn_rewritten and any(n != "torch" for n in self.table.names_under("torch.multiprocessing")):
                 new = _drop_unused_multiprocessing_import(new, ctx, module)  # indexes the new tree: only when it can act
         return new
 
@@ -480,6 +481,7 @@ class SpawnToTorchrun(Codemod):
             new_line = new_line.with_changes(leading_lines=())
         self.plan.replace_stmt[line] = before + [new_line]
         self.need_os = True
+        self.spawn_rewritten = True
         nproc = self._nproc_value(sp, scope, spawn_line)
         ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['LOCAL_RANK']), ...): launch with "
                    f"torchrun --nproc_per_node={nproc}", fixed=True)
