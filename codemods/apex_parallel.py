@@ -14,6 +14,7 @@ import libcst as cst
 from . import screens
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
+from .device_guards import guarded_by_own_value
 from .importing import add_helper_function, ensure_imports
 from .index import ModuleIndex, parent_mapping, positions_of
 from .names import ImportTable, code_of, dotted_name, literal_number, parse_expr
@@ -612,7 +613,8 @@ class ApexParallelToTorchDDP(Codemod):
                 if n.args and table.refers_to(n.func, "torch.cuda.set_device", "torch.accelerator.set_device_index",
                                               "torch.cuda.set_device_index"):
                     ln = _line(positions, n)
-                    if 0 < ln <= line and not n.args[0].star and n.args[0].keyword is None:
+                    if 0 < ln <= line and not n.args[0].star and n.args[0].keyword is None and \
+                            not guarded_by_own_value(n, call, parents):
                         set_device.append((ln, n.args[0].value))
 
             def visit_Attribute(self, n: cst.Attribute) -> bool:
