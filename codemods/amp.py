@@ -1075,7 +1075,8 @@ class _Analysis:
                                                     "(`scaler.unscale_(o)`) before this clip, by hand")
                 self._unsafe = "a gradient clip before a loop of optimizer steps would clip scaled gradients"
                 continue
-            if step is not None and window is None:
+            if step is not None and window is None or \
+                    step is not None and window is not None and self._exits_before_step(window, target_stmt, step[1]):
                 self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
                                                     f"boundary: move it next to the step after `scaler.unscale_({opt})`")
                 self._unsafe = "a gradient clip outside the step's window would clip scaled gradients"
@@ -1118,6 +1119,18 @@ class _Analysis:
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
         return self.block_of(stmt)[1]
+
+    def _exits_before_step(self, window: cst.CSTNode, clip_stmt: cst.CSTNode, step_stmt: cst.CSTNode) -> bool:
+        """Whether a path from the clip can leave the step's block before the step (`continue` on
+        micro-batches that do not step): the clip then runs where no step and no update follow."""
+        block, start = self.block_of(window)
+        end = self._index_in(step_stmt)
+        if block is None:
+            return True
+        between = list(block.body[start + 1:end])
+        if window is not clip_stmt:
+            between.append(window)
+        return may_exit_early(between)
 
     def _exits_between(self, bw_child: cst.CSTNode, bw: cst.CSTNode, window: cst.CSTNode) -> bool:
         """Whether a path from the backward can leave the step's block before `window` (the clip)."""
