@@ -1077,9 +1077,16 @@ class _Analysis:
                 continue
             if step is not None and window is None or \
                     step is not None and window is not None and self._exits_before_step(window, target_stmt, step[1]):
-                self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
-                                                    f"boundary: move it next to the step after `scaler.unscale_({opt})`")
-                self._unsafe = "a gradient clip outside the step's window would clip scaled gradients"
+                gate = self._step_gate_after(target_stmt, step[1]) if window is None else None
+                if gate is not None:
+                    self.report(clip, R.CLIP_ELSEWHERE, f"`{opt}.step()` runs only under `if {gate}:` after this "
+                                "clip: `scaler.unscale_` before the clip, `scaler.step` and `scaler.update()` must "
+                                "run on the same path (GradScaler already skips non-finite steps: a finite-norm test "
+                                "can go; an accumulation boundary must hold the clip too)")
+                else:
+                    self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at "
+                                f"the boundary: move it next to the step after `scaler.unscale_({opt})`")
+                self._unsafe = "a gradient clip the step does not follow on every path would clip scaled gradients"
                 continue
             if replacement is not None:
                 self.plan.replace_stmt[target_stmt] = [replacement]
@@ -1119,6 +1126,22 @@ class _Analysis:
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
         return self.block_of(stmt)[1]
+
+    def _step_gate_after(self, clip_stmt: cst.CSTNode, step_stmt: cst.CSTNode) -> Optional[str]:
+        """The test of the `if` that holds the step and follows the clip (or a statement holding the
+        clip) in one block; None if there is none."""
+        here: Optional[cst.CSTNode] = clip_stmt
+        while here is not None and not isinstance(here, (cst.FunctionDef, cst.Module)):
+            block, idx = self.block_of(here)
+            cur: Optional[cst.CSTNode] = step_stmt
+            while block is not None and cur is not None:
+                if isinstance(cur, cst.If):
+                    b, i = self.block_of(cur)
+                    if b is block and i > idx:
+                        return _code(cur.test)
+                cur = self.parent(cur)
+            here = self.parent(here)
+        return None
 
     def _exits_before_step(self, window: cst.CSTNode, clip_stmt: cst.CSTNode, step_stmt: cst.CSTNode) -> bool:
         """Whether a path from the clip can leave the step's block before the step (`continue` on
