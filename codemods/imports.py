@@ -24,6 +24,7 @@ from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
 from .mode_rules import APEX_FLAG_LEFTOVER
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
+from .rule_owners import owner_deselected
 from .walk import Visitor, iter_nodes
 
 FP16_UTILS_EXPORTS = {
@@ -116,6 +117,8 @@ class RemoveApexImports(Codemod):
         if kept:
             # something from apex is still used: leave guards and flags alone
             for name in sorted(kept - set(probes)):
+                if owner_deselected(table.bindings.get(name, ()), ctx.enabled):
+                    continue  # left for its own rule, which this run's selection leaves out
                 bound = table.statements.get(name, [])
                 # the import that binds the name from apex (a fallback import of it from elsewhere comes first)
                 for stmt in ([s for s in bound if imports_from_apex(s)] or bound)[:1]:

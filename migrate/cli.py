@@ -81,6 +81,8 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
     sel = _split(select) or file_cfg.get("select", [])
     ign = _split(ignore) or file_cfg.get("ignore", [])
     ign = ign + file_cfg.get("extend-ignore", [])
+    from .selectors import check_selectors
+    check_selectors(sel + ign + [c for codes in file_cfg.get("per-file-ignores", {}).values() for c in codes])
     dt = _norm_dtype(dtype) or _norm_dtype(file_cfg.get("dtype")) or "float16"
     mt = _parse_version(min_torch) if min_torch else (
         _parse_version(str(file_cfg["min-torch"])) if file_cfg.get("min-torch") else (2, 4))

@@ -21,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, regions
+from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, regions, selection
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
@@ -166,13 +166,17 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
             suppressions = Suppressions(current)
         ctx.begin_stage(positions)
         ctx.suppressions = suppressions
+        published = selection.snapshot_facts(cm, ctx)
         try:
             new_module = cm.transform(wrapper, ctx)
         except BaseException as e:  # noqa: B036 - a codemod bug must not take the run down
             _guard(e)
             ctx.end_stage()
             return text, module, findings, f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}"
-        stage = [f for f in ctx.end_stage() if ctx.select(f.code)]
+        stage = ctx.end_stage()
+        if new_module is not module and selection.made_deselected_edit(stage, ctx.select):
+            new_module, stage = module, selection.undo_stage(stage, ctx, published)
+        stage = [f for f in stage if ctx.select(f.code)]
         for f in stage:
             if suppressions.covers(f.line, f.code) and not f.fixed:
                 f.ignored = True
