@@ -133,8 +133,9 @@ class RemoveApexImports(Codemod):
                                                           "`cast()`: its import stays for type checkers; migrate "
                                                           "those, then remove it")
                         continue
-                    ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} use(s)); "
-                                                      "its import stays until those are migrated")
+                    if not all(_kept_by_comment(use, ctx) for use in uses[name]):
+                        ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} "
+                                                          "use(s)); its import stays until those are migrated")
                 seen_lines: Set[int] = set()
                 for use in uses.get(name, []):
                     line = ctx.line_of(use)
@@ -276,6 +277,11 @@ def _apex_uses(module: cst.Module, homes: Dict[str, Set[int]], locals_: Set[str]
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _kept_by_comment(node: cst.CSTNode, ctx: FileContext) -> bool:
+    """Whether an `# apex2amp: ignore` comment sits on the line of `node` (which then stays apex's)."""
+    return bool(ctx.suppressions) and ctx.line_of(node) in ctx.suppressions.lines
 
 
 def _forward_references(index: ModuleIndex, names: Set[str]) -> Set[str]:

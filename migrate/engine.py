@@ -178,7 +178,7 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
             new_module, stage = module, selection.undo_stage(stage, ctx, published)
         stage = [f for f in stage if ctx.select(f.code)]
         for f in stage:
-            if suppressions.covers(f.line, f.code) and not f.fixed:
+            if suppressions.covers_finding(f.line, f.code) and not f.fixed:
                 f.ignored = True
             if track_lines:
                 f.line = _compose(maps, f.line) if f.line else 0
