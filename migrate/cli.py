@@ -137,8 +137,12 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
                 from .discovery import discover
                 n_files = sum(1 for _ in discover(existing, config.excludes))
             from .engine import run
-            with progress(n_files, wants_progress(n_files, quiet)) as on_result:
-                result = run(existing, config, on_result=on_result, scout=started)
+            from .interrupts import interrupted_exit, sigterm_interrupts
+            try:
+                with sigterm_interrupts(), progress(n_files, wants_progress(n_files, quiet)) as on_result:
+                    result = run(existing, config, on_result=on_result, scout=started)
+            except KeyboardInterrupt as e:  # also migrate.write_groups.Interrupted
+                return interrupted_exit(e, config.write)
         finally:
             if started is not None:
                 started.close()

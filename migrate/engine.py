@@ -9,7 +9,7 @@ import difflib
 import gc
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -682,25 +682,31 @@ def _run(paths: Sequence[str], config: RunConfig,
                 if hit is not None:
                     ready[i] = hit
         todo = [i for i, (step, _) in enumerate(screened) if step != _SKIP and i not in ready]
-        processed = pool.map(_process_task, [(files[i], config, facts) for i in todo], _process_crashed,
+        # the workers write nothing: every write happens below, in groups (migrate/write_groups.py)
+        no_write = replace(config, write=False) if config.write else config
+        processed = pool.map(_process_task, [(files[i], no_write, facts) for i in todo], _process_crashed,
                              weight=_file_weight, batch_under=LIGHT_FILE)
+        to_write: List[Tuple[int, discovery.Discovered, FileResult]] = []
         for i, (d, (step, early)) in enumerate(zip(files, screened)):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
             elif i in ready:
                 fr = ready.pop(i)
-                if config.write and fr.changed:
-                    fr = _write_later(d, fr)
             else:
                 fr = next(processed)
                 if cache and not config.write and _cacheable(fr, keys[i]):  # written results carry the write
                     cache.put(keys[i], pass_two, fr)
+            if config.write and fr.changed:
+                to_write.append((i, d, fr))
             fr.source_digest = None
             result.files.append(fr)
             if on_result:
                 on_result(fr)
     if cache:
         cache.save()
+    if to_write:
+        from .write_groups import group_writes, write_in_groups
+        write_in_groups(group_writes(to_write, files, published, facts), _write_later)
     return result
 
 
