@@ -1488,6 +1488,9 @@ class _Analysis:
             return
         self._pick_scaler_name()
         self._take_scaler_from_subclass()
+        if not all(self.ctx.enabled(c) for c in CORE_CODES):
+            self._abort_all(leftovers=False)  # the sites are left to rules this run's selection leaves out
+            return
         held = self._held_back()
         if held:
             self.report(held, R.LEFTOVER, "the amp migration of this module is held back: a core site is "
@@ -1626,13 +1629,13 @@ class _Analysis:
                 return
         self.scaler_ref = "amp_grad_scaler"
 
-    def _abort_all(self, publish: bool = True) -> None:
+    def _abort_all(self, publish: bool = True, leftovers: bool = True) -> None:
         self.plan = EditPlan()
         if publish and self.ctx.module_name and self.ctx.module_name not in self.ctx.exported.unmigrated_amp:
             self.ctx.exported.unmigrated_amp.append(self.ctx.module_name)
         # nothing is rewritten after all: drop the "fixed" findings planned so far
         self.ctx._stage_findings = [f for f in self.ctx._stage_findings if not f.fixed]
-        for s in self.sites:
+        for s in self.sites if leftovers else ():
             self.report(s.call, R.LEFTOVER, f"apex `amp.{s.kind}` left unmigrated (see the other findings)")
 
 

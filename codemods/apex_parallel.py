@@ -259,6 +259,21 @@ def statement_of(node: cst.CSTNode, parents) -> Optional[cst.CSTNode]:
     return cur
 
 
+def _edit_code(q: str) -> str:
+    """The rule whose edit migrates the apex.parallel name `q` (a report-only name: its finding's rule)."""
+    if q in DDP_NAMES or any(q.startswith(d + ".") for d in DDP_NAMES):
+        return "A2A201"
+    if q in SYNCBN_NAMES or any(q.startswith(n + ".") for n in SYNCBN_NAMES):
+        return "A2A210"
+    if q in CONVERT_NAMES:
+        return "A2A211"
+    if q in GROUP_NAMES:
+        return "A2A213"
+    if q.startswith("apex.parallel.ReduceOp"):
+        return "A2A222"
+    return REPORT_ONLY.get(q, "A2A202")
+
+
 def _line(positions, node: cst.CSTNode) -> int:
     pos = positions.get(node)
     return pos.start.line if pos is not None else 0
@@ -390,6 +405,8 @@ class ApexParallelToTorchDDP(Codemod):
                 continue
             if any(isinstance(s, cst.Import) for s in table.statements.get(local, [])):
                 continue  # `import apex.parallel.X as N` is rare; leave it to attribute handling
+            if not ctx.enabled(_edit_code(apex_qs[0])):
+                continue  # a deselected rule's name keeps apex's import
             replace_names[local] = (apex_qs[0],) + CLASS_MAP[apex_qs[0]]
 
         # a module that toggles apex DDP's all-reduce keeps apex DDP: torch DDP has no such methods, and the
@@ -404,7 +421,7 @@ class ApexParallelToTorchDDP(Codemod):
         for call, q in refs.calls:
             if isinstance(call.func, cst.Name) and call.func.value in blocked:
                 continue
-            if ctx.suppressed(call, "A2A2"):
+            if ctx.suppressed(call, "A2A2") or not ctx.enabled(_edit_code(q)):
                 keep_apex_import(call)
                 continue
             if q in DDP_NAMES and toggled:
@@ -478,7 +495,7 @@ class ApexParallelToTorchDDP(Codemod):
             for mapped, (tmod, tname) in CLASS_MAP.items():
                 if q == mapped or q.startswith(mapped + "."):
                     rest = q[len(mapped):]
-                    if ctx.suppressed(attr, "A2A2"):
+                    if ctx.suppressed(attr, "A2A2") or not ctx.enabled(_edit_code(q)):
                         break
                     plan.replace_node[attr] = parse_expr(f"{tmod}.{tname}{rest}")
                     need_torch = True

@@ -42,7 +42,18 @@ class FileContext:
         pos = self._positions.get(node) if self._positions is not None else None
         if pos is None:
             return False
-        return self.suppressions.covers(pos.start.line, code) or self.suppressions.covers(pos.end.line, code)
+        covered = self.suppressions.covers(pos.start.line, code) or self.suppressions.covers(pos.end.line, code)
+        if covered and code in RULES:
+            self._note_suppressed(node, code)
+        return covered
+
+    def _note_suppressed(self, node: cst.CSTNode, code: str) -> None:
+        """Keep the site a comment suppressed as an ignored finding (`--show-ignored` lists it)."""
+        line = self.line_of(node)
+        if any(f.ignored and f.code == code and f.line == line for f in self._stage_findings):
+            return
+        self.report(node, code, f"{RULES[code].summary} (suppressed by `# apex2amp: ignore`)")
+        self._stage_findings[-1].ignored = True
 
     def enabled(self, code: str) -> bool:
         return self.select(code)

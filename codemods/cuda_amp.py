@@ -130,7 +130,12 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
 
         def problem(node: cst.CSTNode, dev: str, member: str, is_decorator: bool) -> Optional[str]:
             code = _KINDS[member]
-            if not self._allowed(member, ctx) or not ctx.enabled(code) or ctx.suppressed(node, code):
+            if not self._allowed(member, ctx):
+                return ""
+            if not ctx.enabled(code) or ctx.suppressed(node, code):
+                local = head_local(node)
+                if local:
+                    kept_by_user.add(local)  # its import may split from the names that do move
                 return ""
             call = calls.get(id(node))
             head = dotted_name(node) or ""
@@ -147,6 +152,7 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
                 return "positional argument to custom_fwd/custom_bwd: migrate by hand"
             return None
 
+        kept_by_user: Set[str] = set()
         problems = {id(u[0]): problem(u[0], u[1], u[2], u[4]) for u in uses}
         for node, dev, member, _, _ in uses:
             msg = problems[id(node)]
@@ -156,8 +162,11 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
                     blocked_locals.add(local)
                 if msg:
                     ctx.report(node, "A2A153", msg)
+        splittable = [g for g in _import_groups(index) if g not in _import_groups(index, splittable=False)]
         for group in _import_groups(index):
-            if blocked_locals & group:
+            # an import moves as a whole, unless only names a comment or the selection keeps stay behind
+            # and it can be split in two
+            if blocked_locals & group and (group not in splittable or blocked_locals & group - kept_by_user):
                 blocked_locals |= group
         for node, dev, member, _, is_decorator in uses:
             code = _KINDS[member]
@@ -213,12 +222,48 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
         """Imports that bring deprecated names in by name now import them from torch.amp."""
         for node in index.imports:
             if isinstance(node, cst.ImportFrom):
-                _plan_import_from(node, plan, blocked)
+                _plan_import_from(node, plan, blocked, _own_line(node, index))
             else:
                 _plan_import(node, plan, blocked)
 
 
-def _plan_import_from(node: cst.ImportFrom, plan: EditPlan, blocked: Set[str]) -> None:
+def _own_line(node: cst.ImportFrom, index: ModuleIndex) -> Optional[cst.SimpleStatementLine]:
+    """The statement line that holds only `node` (None when it shares its line)."""
+    line = index.parent(node)
+    if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+        return line
+    return None
+
+
+def _split_import_from(node: cst.ImportFrom, line: cst.SimpleStatementLine, blocked: Set[str],
+                       plan: EditPlan) -> None:
+    """`from torch.cuda.amp import a, b` where `b` stays (suppressed or deselected): `a` moves to
+    torch.amp on a line of its own, `b` keeps its import (and the line's comment)."""
+    def local(a: cst.ImportAlias) -> str:
+        return a.asname.name.value if a.asname else dotted_name(a.name)  # type: ignore[union-attr,return-value]
+
+    def names(aliases: List[cst.ImportAlias]) -> List[cst.ImportAlias]:
+        if node.lpar:  # in parentheses each name keeps its comma, and the comment after it
+            last = aliases[-1]
+            if isinstance(last.comma, cst.MaybeSentinel):
+                return aliases[:-1] + [last.with_changes(comma=cst.Comma())]
+            return aliases
+        return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if k == len(aliases) - 1 else a
+                for k, a in enumerate(aliases)]
+
+    aliases = list(node.names)  # type: ignore[arg-type]
+    moved = [a for a in aliases if local(a) not in blocked]
+    stays = [a for a in aliases if local(a) in blocked]
+    new_import = node.with_changes(module=templates.expression("torch.amp"), names=names(moved))
+    old_import = node.with_changes(names=names(stays))
+    plan.replace_stmt[line] = [
+        line.with_changes(body=[new_import], trailing_whitespace=cst.TrailingWhitespace()),
+        line.with_changes(body=[old_import], leading_lines=[]),
+    ]
+
+
+def _plan_import_from(node: cst.ImportFrom, plan: EditPlan, blocked: Set[str],
+                      line: Optional[cst.SimpleStatementLine] = None) -> None:
     if isinstance(node.names, cst.ImportStar) or node.relative:
         return
     mod = dotted_name(node.module) if node.module else ""
@@ -233,6 +278,8 @@ def _plan_import_from(node: cst.ImportFrom, plan: EditPlan, blocked: Set[str]) -
         return
     locals_ = [(a.asname.name.value if a.asname else dotted_name(a.name)) for a in node.names]  # type: ignore[union-attr]
     if any(l in blocked for l in locals_):
+        if line is not None and not all(l in blocked for l in locals_):
+            _split_import_from(node, line, blocked, plan)
         return
     plan.replace_node[node] = node.with_changes(module=templates.expression("torch.amp"))
 
@@ -258,11 +305,14 @@ def _with_comma(arg: cst.Arg, more: bool) -> cst.Arg:
     return arg
 
 
-def _import_groups(index: ModuleIndex) -> List[Set[str]]:
-    """Local names bound together by one deprecated-amp import statement (they move together)."""
+def _import_groups(index: ModuleIndex, splittable: bool = True) -> List[Set[str]]:
+    """Local names bound together by one deprecated-amp import statement (they move together);
+    `splittable=False`: only those of statements that cannot be split in two (`_split_import_from`)."""
     groups: List[Set[str]] = []
     for node in index.imports:
         if not isinstance(node, cst.ImportFrom) or isinstance(node.names, cst.ImportStar):
+            continue
+        if not splittable and _own_line(node, index) is not None and not node.relative:
             continue
         mod = dotted_name(node.module) if node.module else ""
         if mod in ("torch.cuda.amp", "torch.cpu.amp", "torch.cuda", "torch.cpu"):

@@ -24,6 +24,7 @@ from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
 from .mode_rules import APEX_FLAG_LEFTOVER
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
+from .rule_owners import owner_deselected
 from .walk import Visitor, iter_nodes
 
 FP16_UTILS_EXPORTS = {
@@ -116,6 +117,8 @@ class RemoveApexImports(Codemod):
         if kept:
             # something from apex is still used: leave guards and flags alone
             for name in sorted(kept - set(probes)):
+                if owner_deselected(table.bindings.get(name, ()), ctx.enabled):
+                    continue  # left for its own rule, which this run's selection leaves out
                 bound = table.statements.get(name, [])
                 # the import that binds the name from apex (a fallback import of it from elsewhere comes first)
                 for stmt in ([s for s in bound if imports_from_apex(s)] or bound)[:1]:
@@ -130,8 +133,9 @@ class RemoveApexImports(Codemod):
                                                           "`cast()`: its import stays for type checkers; migrate "
                                                           "those, then remove it")
                         continue
-                    ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} use(s)); "
-                                                      "its import stays until those are migrated")
+                    if not all(_kept_by_comment(use, ctx) for use in uses[name]):
+                        ctx.report(stmt, R.LEFTOVER.code, f"apex name `{name}` is still used ({len(uses[name])} "
+                                                          "use(s)); its import stays until those are migrated")
                 seen_lines: Set[int] = set()
                 for use in uses.get(name, []):
                     line = ctx.line_of(use)
@@ -273,6 +277,11 @@ def _apex_uses(module: cst.Module, homes: Dict[str, Set[int]], locals_: Set[str]
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _kept_by_comment(node: cst.CSTNode, ctx: FileContext) -> bool:
+    """Whether an `# apex2amp: ignore` comment sits on the line of `node` (which then stays apex's)."""
+    return bool(ctx.suppressions) and ctx.line_of(node) in ctx.suppressions.lines
 
 
 def _forward_references(index: ModuleIndex, names: Set[str]) -> Set[str]:

@@ -162,6 +162,10 @@ def _env(var: str) -> cst.BaseExpression:
     return parse_expr(ENV.format(var))
 
 
+# the rules of the edits one mp.spawn conversion makes together
+SPAWN_EDIT_CODES = ("A2A401", "A2A402", "A2A403", "A2A404")
+
+
 class _Spawn:
     """What is known about one mp.spawn call."""
 
@@ -260,7 +264,7 @@ class SpawnToTorchrun(Codemod):
             flags = [literal_string(a.value) for a in call.args if a.keyword is None]
             if not any(f in ("--local_rank", "--local-rank") for f in flags):
                 continue
-            if self.ctx.suppressed(call, "A2A408") or any(a.star for a in call.args):
+            if not self.ctx.enabled("A2A408") or self.ctx.suppressed(call, "A2A408") or any(a.star for a in call.args):
                 continue
             default = next((a for a in call.args if a.keyword is not None and a.keyword.value == "default"), None)
             required = next((a for a in call.args if a.keyword is not None and a.keyword.value == "required"), None)
@@ -315,7 +319,12 @@ class SpawnToTorchrun(Codemod):
     # -- mp.spawn ---------------------------------------------------------------------------------------
     def _spawn(self, call: cst.Call) -> None:
         ctx = self.ctx
-        if ctx.suppressed(call, "A2A401"):
+        if not ctx.enabled("A2A401") or ctx.suppressed(call, "A2A401"):
+            return
+        off = [c for c in SPAWN_EDIT_CODES if not ctx.enabled(c)]
+        if off:  # the spawn's edits are one migration: none of them, or all
+            ctx.report(call, "A2A406", f"mp.spawn left as it is: its migration also needs {', '.join(off)}, "
+                       "which this run's selection leaves out")
             return
         sp = _Spawn(call)
         expr_parent = self.parents.get(call)

@@ -15,6 +15,9 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 _RX = re.compile(r"#\s*apex2amp:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?", re.I)
 ALL: FrozenSet[str] = frozenset({"*"})
+# "apex is still used here" (A2A118): at a line a suppression comment keeps as it is, it is that
+# comment's consequence, suppressed with it (a pre-commit hook goes green once each kept site is marked)
+CONSEQUENCES: FrozenSet[str] = frozenset({"A2A118"})
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -35,13 +38,18 @@ def _codes_of(match: "re.Match[str]") -> FrozenSet[str]:
     return frozenset(c.strip().upper() for c in match.group(1).split(",") if c.strip())
 
 
-def _statement_spans(text: str) -> Optional[List[Tuple[int, int]]]:
-    """(first, last) physical lines of every logical line, from the tokenizer (None if it fails)."""
+def _scan(text: str) -> Optional[Tuple[List[Tuple[int, int]], Dict[int, str]]]:
+    """(first, last) physical lines of every logical line, and the comment of each line, from the
+    tokenizer (None if it fails): text inside a string is no comment."""
     spans: List[Tuple[int, int]] = []
+    comments: Dict[int, str] = {}
     start: Optional[int] = None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
+            if tok.type == tokenize.COMMENT:
+                comments[tok.start[0]] = tok.string
+                continue
+            if tok.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
                             tokenize.ENCODING, tokenize.ENDMARKER):
                 continue
             if tok.type == tokenize.NEWLINE:
@@ -53,7 +61,7 @@ def _statement_spans(text: str) -> Optional[List[Tuple[int, int]]]:
                 start = tok.start[0]
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return None
-    return spans
+    return spans, comments
 
 
 class Suppressions:
@@ -66,8 +74,11 @@ class Suppressions:
             return
         per_line: Dict[int, FrozenSet[str]] = {}
         pending: Optional[FrozenSet[str]] = None
+        scanned = _scan(text)
+        comments = scanned[1] if scanned is not None else None
         for i, line in enumerate(physical_lines(text), start=1):
-            m = _RX.search(line)
+            # without tokens (a file that does not tokenize) the line itself is searched
+            m = _RX.search(line if comments is None else comments.get(i, ""))
             stripped = line.strip()
             codes: Optional[FrozenSet[str]] = None
             if m:
@@ -88,10 +99,10 @@ class Suppressions:
                 per_line[i] = merged
         if not per_line:
             return
-        spans = _statement_spans(text)
-        if spans is None:
+        if scanned is None:
             self.lines = per_line
             return
+        spans = scanned[0]
         self.lines = dict(per_line)
         for first, last in spans:
             found = [per_line[n] for n in range(first, last + 1) if n in per_line]
@@ -111,6 +122,11 @@ class Suppressions:
             return True
         code = code.upper()
         return any(code.startswith(c) or c.startswith(code) for c in codes)
+
+    def covers_finding(self, line: int, code: str) -> bool:
+        """Whether a finding of `code` at `line` is suppressed: a comment covers its code, or the finding
+        only says that apex stays where a comment keeps it (CONSEQUENCES, whatever codes the comment names)."""
+        return self.covers(line, code) or (code in CONSEQUENCES and line in self.lines)
 
     def __bool__(self) -> bool:
         return bool(self.lines)

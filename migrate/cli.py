@@ -81,6 +81,8 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
     sel = _split(select) or file_cfg.get("select", [])
     ign = _split(ignore) or file_cfg.get("ignore", [])
     ign = ign + file_cfg.get("extend-ignore", [])
+    from .selectors import check_selectors
+    check_selectors(sel + ign + [c for codes in file_cfg.get("per-file-ignores", {}).values() for c in codes])
     dt = _norm_dtype(dtype) or _norm_dtype(file_cfg.get("dtype")) or "float16"
     mt = _parse_version(min_torch) if min_torch else (
         _parse_version(str(file_cfg["min-torch"])) if file_cfg.get("min-torch") else (2, 4))
@@ -135,8 +137,12 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
                 from .discovery import discover
                 n_files = sum(1 for _ in discover(existing, config.excludes))
             from .engine import run
-            with progress(n_files, wants_progress(n_files, quiet)) as on_result:
-                result = run(existing, config, on_result=on_result, scout=started)
+            from .interrupts import interrupted_exit, sigterm_interrupts
+            try:
+                with sigterm_interrupts(), progress(n_files, wants_progress(n_files, quiet)) as on_result:
+                    result = run(existing, config, on_result=on_result, scout=started)
+            except KeyboardInterrupt as e:  # also migrate.write_groups.Interrupted
+                return interrupted_exit(e, config.write)
         finally:
             if started is not None:
                 started.close()

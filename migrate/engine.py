@@ -9,7 +9,7 @@ import difflib
 import gc
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -21,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, regions
+from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, regions, selection
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
@@ -166,15 +166,19 @@ def _apply_codemods(text: str, module: cst.Module, codemods: List[Any], ctx: Fil
             suppressions = Suppressions(current)
         ctx.begin_stage(positions)
         ctx.suppressions = suppressions
+        published = selection.snapshot_facts(cm, ctx)
         try:
             new_module = cm.transform(wrapper, ctx)
         except BaseException as e:  # noqa: B036 - a codemod bug must not take the run down
             _guard(e)
             ctx.end_stage()
             return text, module, findings, f"internal error in codemod {cm.NAME}: {type(e).__name__}: {e}"
-        stage = [f for f in ctx.end_stage() if ctx.select(f.code)]
+        stage = ctx.end_stage()
+        if new_module is not module and selection.made_deselected_edit(stage, ctx.select):
+            new_module, stage = module, selection.undo_stage(stage, ctx, published)
+        stage = [f for f in stage if ctx.select(f.code)]
         for f in stage:
-            if suppressions.covers(f.line, f.code) and not f.fixed:
+            if suppressions.covers_finding(f.line, f.code) and not f.fixed:
                 f.ignored = True
             if track_lines:
                 f.line = _compose(maps, f.line) if f.line else 0
@@ -678,25 +682,31 @@ def _run(paths: Sequence[str], config: RunConfig,
                 if hit is not None:
                     ready[i] = hit
         todo = [i for i, (step, _) in enumerate(screened) if step != _SKIP and i not in ready]
-        processed = pool.map(_process_task, [(files[i], config, facts) for i in todo], _process_crashed,
+        # the workers write nothing: every write happens below, in groups (migrate/write_groups.py)
+        no_write = replace(config, write=False) if config.write else config
+        processed = pool.map(_process_task, [(files[i], no_write, facts) for i in todo], _process_crashed,
                              weight=_file_weight, batch_under=LIGHT_FILE)
+        to_write: List[Tuple[int, discovery.Discovered, FileResult]] = []
         for i, (d, (step, early)) in enumerate(zip(files, screened)):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
             elif i in ready:
                 fr = ready.pop(i)
-                if config.write and fr.changed:
-                    fr = _write_later(d, fr)
             else:
                 fr = next(processed)
                 if cache and not config.write and _cacheable(fr, keys[i]):  # written results carry the write
                     cache.put(keys[i], pass_two, fr)
+            if config.write and fr.changed:
+                to_write.append((i, d, fr))
             fr.source_digest = None
             result.files.append(fr)
             if on_result:
                 on_result(fr)
     if cache:
         cache.save()
+    if to_write:
+        from .write_groups import group_writes, write_in_groups
+        write_in_groups(group_writes(to_write, files, published, facts), _write_later)
     return result
 
 

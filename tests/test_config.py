@@ -33,7 +33,7 @@ def test_ignore_from_config_and_flag_override(tmp_path):
     root = project(tmp_path, '[tool.apex2amp]\nignore = ["A2A15"]\n')
     r = cli(["check", "--format", "json", "."], cwd=root / "pkg")  # config found by walking up
     assert r.returncode == 0 and codes(r) == set()
-    over = cli(["check", "--format", "json", "--ignore", "A2A9", "."], cwd=root / "pkg")
+    over = cli(["check", "--format", "json", "--ignore", "A2A7", "."], cwd=root / "pkg")  # any real code overrides the file
     assert over.returncode == 1 and ("train.py", "A2A151") in codes(over)
 
 
