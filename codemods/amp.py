@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates
+from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, clip_reach, screens, templates
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1022,6 +1022,13 @@ class _Analysis:
                 clips.append(n)
 
         self._replay(calls=visit_Call)
+        if self.use_scaler:
+            for clip in clip_reach.unseen_clips(self, CLIP_FUNCS, funcs):
+                if self.ctx.enabled(R.UNSCALE.code) and not self.ctx.suppressed(clip, R.UNSCALE.code):
+                    self.report(clip, R.CLIP_ELSEWHERE, "gradients are still scaled here (this function clips but "
+                                                        "steps no optimizer): call `scaler.unscale_(optimizer)` "
+                                                        "before clipping")
+                    self._unsafe = "a gradient clip outside the functions holding the backward and the step"
         unscaled: Set[Tuple[int, str]] = set()
         collapsed: List[cst.CSTNode] = []
         for clip in clips:
@@ -1436,6 +1443,7 @@ class _Analysis:
             if self.ctx.facts.scaler_functions and self.use_scaler:
                 # a module without amp that calls helpers which now take the scaler
                 self.plan_threading_only()
+            self.report_decorators()  # `@amp.float_function` may be the module's only apex use
             return
         self._pick_scaler_name()
         self._take_scaler_from_subclass()

@@ -1,0 +1,63 @@
+"""Shapes met on real repositories (fixtures/review_found/): a real `apex2amp rewrite` leaves each file
+byte-identical and reports the site to fix by hand, instead of a migration that clips scaled gradients,
+leaves the forward pass in fp32, or says nothing about a decorator."""
+from __future__ import annotations
+
+import os
+import shutil
+
+from test_cli_helpers import REPO, cli, finding_lines, tree_digest
+
+FOUND = os.path.join(REPO, "fixtures", "review_found")
+
+
+def _rewrite(case: str, tmp_path):
+    work = tmp_path / case
+    shutil.copytree(os.path.join(FOUND, case), work, ignore=shutil.ignore_patterns("*.md"))
+    before = tree_digest(str(work))
+    r = cli(["rewrite", "."], cwd=str(work))
+    return r, before, tree_digest(str(work)), finding_lines(r.stdout + r.stderr)
+
+
+def _line_of(path: str, text: str) -> int:
+    with open(path, encoding="utf-8") as fh:
+        return next(i for i, ln in enumerate(fh, 1) if text in ln)
+
+
+def test_clip_in_a_method_that_calls_the_step_helper_refuses_the_module(tmp_path):
+    r, before, after, found = _rewrite("clip_in_step_helper_method", tmp_path)
+    assert r.returncode == 1
+    assert after == before  # no GradScaler whose gradients reach the clip still scaled
+    clip_line = _line_of(os.path.join(FOUND, "clip_in_step_helper_method", "runner.py"), "clip_grad_norm_")
+    assert any(f["code"] == "A2A122" and int(f["line"]) == clip_line and "unscale_" in f["msg"] for f in found)
+    assert any(f["code"] == "A2A117" for f in found)
+
+
+def test_early_exit_between_loss_and_backward_keeps_the_forward_out_of_a_partial_region(tmp_path):
+    r, before, after, found = _rewrite("early_exit_between_loss_and_scale", tmp_path)
+    assert r.returncode == 1
+    assert after == before  # not an autocast around `loss *= k` alone with the model in fp32
+    forward_line = _line_of(os.path.join(FOUND, "early_exit_between_loss_and_scale", "train.py"),
+                            "pred = model(images)")
+    assert any(f["code"] == "A2A142" and int(f["line"]) == forward_line for f in found)
+    assert not any(f["code"] in ("A2A104", "A2A116") for f in found)
+
+
+def test_float_function_decorator_as_the_only_apex_use_gets_its_how_to(tmp_path):
+    r, before, after, found = _rewrite("decorator_float_function_no_finding", tmp_path)
+    assert r.returncode == 1
+    assert after == before
+    deco_line = _line_of(os.path.join(FOUND, "decorator_float_function_no_finding", "layers.py"),
+                         "@amp.float_function")
+    assert any(f["code"] == "A2A114" and int(f["line"]) == deco_line and "custom_fwd" in f["msg"] for f in found)
+
+
+def test_a_clip_wrapper_method_still_migrates_with_unscale_before_its_call(tmp_path):
+    # the wrapper's body clips outside the step's function; its call site is the clip that gets `unscale_`
+    src = os.path.join(REPO, "fixtures", "amp", "clip_through_hook_method.before.py")
+    shutil.copy(src, tmp_path / "trainer.py")
+    r = cli(["rewrite", "trainer.py"], cwd=str(tmp_path))
+    assert r.returncode == 1
+    text = (tmp_path / "trainer.py").read_text(encoding="utf-8")
+    assert "apex" not in text
+    assert text.index("self.scaler.unscale_(self.optimizer)") < text.index("self.clip_grads(self.model.parameters())")
