@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, clip_reach, screens, templates
+from . import amp_losses, amp_private, amp_regions, amp_threading, checkpoint_pairs, clip_reach, screens, templates
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1462,6 +1462,15 @@ class _Analysis:
                 self.report(s.call, R.UNSUPPORTED, f"`{kept}` keeps apex amp code this run could not migrate (see "
                                                    "its findings) and relies on the state `amp.initialize` sets up: "
                                                    "migrate the two together by hand, then rerun")
+            self.abort = True
+        private = amp_private.private_state_use(self) if inits and not self.abort else None
+        if private is not None:
+            self.report(private[0], R.INTERNALS, f"apex internal `{private[1]}` exists only after `amp.initialize`: "
+                                                 "no native equivalent")
+            for s in inits:
+                self.report(s.call, R.UNSUPPORTED, f"this module reads apex state `{private[1]}` that only "
+                                                   "`amp.initialize` sets up: migrate the two together by hand "
+                                                   "(e.g. `GradScaler(init_scale=...)`), then rerun")
             self.abort = True
         if len(inits) > 1 and not self.abort:
             for s in inits:

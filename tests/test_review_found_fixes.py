@@ -61,3 +61,32 @@ def test_a_clip_wrapper_method_still_migrates_with_unscale_before_its_call(tmp_p
     text = (tmp_path / "trainer.py").read_text(encoding="utf-8")
     assert "apex" not in text
     assert text.index("self.scaler.unscale_(self.optimizer)") < text.index("self.clip_grads(self.model.parameters())")
+
+
+def test_apex_private_state_after_initialize_holds_the_module_back(tmp_path):
+    r, before, after, found = _rewrite("amp_private_state_after_initialize", tmp_path)
+    assert r.returncode == 1
+    assert after == before  # no GradScaler beside `_amp_state.loss_scalers[0]._loss_scale = ...`
+    src = os.path.join(FOUND, "amp_private_state_after_initialize", "runner.py")
+    assert any(f["code"] == "A2A115" and int(f["line"]) == _line_of(src, "_loss_scale = ") for f in found)
+    assert any(f["code"] == "A2A117" and int(f["line"]) == _line_of(src, "amp.initialize(") for f in found)
+
+
+def test_optimizer_amp_stash_alone_holds_the_module_back(tmp_path):
+    src = os.path.join(REPO, "fixtures", "amp", "amp_stash_after_initialize.unchanged.py")
+    shutil.copy(src, tmp_path / "runner.py")
+    r = cli(["rewrite", "runner.py"], cwd=str(tmp_path))
+    assert r.returncode == 1
+    with open(src, encoding="utf-8") as fh:
+        assert (tmp_path / "runner.py").read_text(encoding="utf-8") == fh.read()
+    found = finding_lines(r.stdout + r.stderr)
+    assert any(f["code"] == "A2A115" and "_lazy_init_maybe_master_weights" in f["msg"] for f in found)
+
+
+def test_loss_scale_reads_through_amp_state_still_migrate(tmp_path):
+    # `amp._amp_state.loss_scalers[0].loss_scale()` is the read the migration rewrites: no hold-back
+    shutil.copy(os.path.join(REPO, "fixtures", "amp", "internals.before.py"), tmp_path / "train.py")
+    r = cli(["rewrite", "train.py"], cwd=str(tmp_path))
+    text = (tmp_path / "train.py").read_text(encoding="utf-8")
+    assert "scaler.get_scale()" in text and "amp.initialize" not in text
+    assert not any(f["code"] == "A2A117" for f in finding_lines(r.stdout + r.stderr))
