@@ -736,8 +736,16 @@ class _Analysis:
         for (b, f, l) in self._regions:
             if b is block and not (end < f or start > l):
                 return  # overlapping region already planned
-        self._regions.append((block, start, end))
         enabled = self.enabled_for(func)
+        if enabled is None and self.cond is not None and not self.use_scaler:
+            # bf16: no scaler carries the switch here, and an autocast without it would run the mode
+            # that turned amp off (O0, the fp32 flag) in bf16
+            self.report(rng[0], R.NO_REGION, f"the switch that turned amp on (`{_code(self.cond)}`) cannot be read "
+                                             "here and bf16 has no scaler to carry it: pass it in and wrap the "
+                                             "forward pass and loss in `torch.autocast(..., enabled=...)` by hand")
+            self._unsafe = "an autocast region that cannot follow amp's on/off switch"
+            return
+        self._regions.append((block, start, end))
         args = [f'"{self.device}"', f"dtype={self.dtype}"]
         if enabled is not None:
             args.append(f"enabled={enabled}")

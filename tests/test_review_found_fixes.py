@@ -90,3 +90,20 @@ def test_loss_scale_reads_through_amp_state_still_migrate(tmp_path):
     text = (tmp_path / "train.py").read_text(encoding="utf-8")
     assert "scaler.get_scale()" in text and "amp.initialize" not in text
     assert not any(f["code"] == "A2A117" for f in finding_lines(r.stdout + r.stderr))
+
+
+def test_bf16_region_that_cannot_read_amps_switch_refuses(tmp_path):
+    # the O0 (fp32) mode must not become bf16: no scaler carries the switch into `do_train`
+    src = os.path.join(REPO, "fixtures", "amp_modes", "bf16_switch_out_of_reach.unchanged.py")
+    shutil.copy(src, tmp_path / "train.py")
+    r = cli(["rewrite", "--dtype", "bfloat16", "train.py"], cwd=str(tmp_path))
+    assert r.returncode == 1
+    with open(src, encoding="utf-8") as fh:
+        assert (tmp_path / "train.py").read_text(encoding="utf-8") == fh.read()
+    found = finding_lines(r.stdout + r.stderr)
+    assert any(f["code"] == "A2A116" and int(f["line"]) == _line_of(src, "loss = model(images, targets)")
+               for f in found)
+    # float16 keeps migrating: the scaler carries the switch
+    r16 = cli(["rewrite", "train.py"], cwd=str(tmp_path))
+    assert r16.returncode == 1
+    assert "enabled=scaler.is_enabled()" in (tmp_path / "train.py").read_text(encoding="utf-8")
