@@ -37,6 +37,8 @@ _NATIVE_SCALER_METHODS = ("scale", "unscale_", "step", "update", "state_dict", "
 _REGION_STOPPERS = frozenset({cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef,
                               cst.Global, cst.Nonlocal})  # concrete node classes: matched by type
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
+# RepoFacts.extra key: facts key of a module -> modules keeping their apex amp code that call its functions
+CALLERS_KEEP_AMP = "amp.callers_keep_amp"
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 # `net = DDP(model)`, `net = torch.compile(model)`: the forward pass runs through the wrapper
 _MODEL_WRAPPERS = ("DistributedDataParallel", "DDP", "DataParallel", "FullyShardedDataParallel", "FSDP", "compile")
@@ -1461,6 +1463,14 @@ class _Analysis:
                                           "suppressed (`# apex2amp: ignore`) or its rule is not selected")
             self._abort_all()
             return
+        keeping = self.ctx.facts.extra.get(CALLERS_KEEP_AMP, {}).get(facts_key(self.ctx.path, self.ctx.module_name)) \
+            if self.ctx.module_name else None
+        if keeping:
+            self.report(self.sites[0].call, R.LEFTOVER, f"`{keeping[0]}` calls this module's functions and keeps its "
+                                                        "apex amp code: these functions cannot take the scaler alone; "
+                                                        f"fix `{keeping[0]}`'s findings, then rerun")
+            self._abort_all()
+            return
         self.drop_apex_branches()
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
@@ -1570,7 +1580,11 @@ class _Analysis:
         """A module this one imports whose amp code pass 1 left unmigrated (matched by its last name
         component, so an import spelled from another root still counts); a mixin module whose classes
         read the scaler of this run's subclasses in pass 2 (`amp_threading.rescued`) does not count."""
-        kept = [m for m in self.ctx.facts.unmigrated_amp if m != self.ctx.module_name
+        mine = self.ctx.module_name
+        # a helper held back because this very module keeps its amp code: this module's own findings say why
+        held_for_me = {k.rpartition("::")[2] for k, callers in self.ctx.facts.extra.get(CALLERS_KEEP_AMP, {}).items()
+                       if mine in callers}
+        kept = [m for m in self.ctx.facts.unmigrated_amp if m != mine and m not in held_for_me
                 and amp_threading.rescued(self.ctx.facts, m) is None]
         if not kept:
             return None

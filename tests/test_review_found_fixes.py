@@ -107,3 +107,32 @@ def test_bf16_region_that_cannot_read_amps_switch_refuses(tmp_path):
     r16 = cli(["rewrite", "train.py"], cwd=str(tmp_path))
     assert r16.returncode == 1
     assert "enabled=scaler.is_enabled()" in (tmp_path / "train.py").read_text(encoding="utf-8")
+
+
+def test_helpers_called_by_a_module_that_keeps_apex_stay_on_apex_with_it(tmp_path):
+    # Swin's shape: main.py refuses (clip on every micro-batch); utils.py's save/load_checkpoint would
+    # have gained a `scaler` parameter that nothing passes
+    r, before, after, found = _rewrite("helper_signature_refused_caller", tmp_path)
+    assert r.returncode == 1
+    assert after == before
+    assert any(f["path"].endswith("ckpt.py") and f["code"] == "A2A118" and "`train` calls this module" in f["msg"]
+               for f in found)
+    # the caller still says why it is held (not only "ckpt keeps apex amp code")
+    assert any(f["path"].endswith("train.py") and f["code"] == "A2A122" for f in found)
+
+
+def test_helpers_migrate_with_their_caller_once_it_can_migrate(tmp_path):
+    work = tmp_path / "ok"
+    shutil.copytree(os.path.join(FOUND, "helper_signature_refused_caller"), work,
+                    ignore=shutil.ignore_patterns("*.md"))
+    train = work / "train.py"
+    text = train.read_text(encoding="utf-8")
+    lines = [ln for ln in text.splitlines(keepends=True) if "clip_grad_norm_" not in ln and "clipped on every" not in ln]
+    train.write_text("".join(lines), encoding="utf-8")
+    r = cli(["rewrite", "."], cwd=str(work))
+    assert r.returncode == 1
+    ckpt = (work / "ckpt.py").read_text(encoding="utf-8")
+    migrated = train.read_text(encoding="utf-8")
+    assert "def save_checkpoint(model, optimizer, path, use_amp, scaler):" in ckpt and "apex" not in ckpt
+    assert "save_checkpoint(model, optimizer, \"last.pth\", use_amp, scaler=scaler)" in migrated
+    assert "load_checkpoint(model, optimizer, args.resume, use_amp, scaler=scaler)" in migrated
