@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates
+from . import amp_losses, amp_private, amp_regions, amp_threading, checkpoint_pairs, clip_reach, screens, templates
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -38,6 +38,8 @@ _NATIVE_SCALER_METHODS = ("scale", "unscale_", "step", "update", "state_dict", "
 _REGION_STOPPERS = frozenset({cst.Return, cst.Break, cst.Continue, cst.Yield, cst.FunctionDef, cst.ClassDef,
                               cst.Global, cst.Nonlocal})  # concrete node classes: matched by type
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
+# RepoFacts.extra key: facts key of a module -> modules keeping their apex amp code that call its functions
+CALLERS_KEEP_AMP = "amp.callers_keep_amp"
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 # `net = DDP(model)`, `net = torch.compile(model)`: the forward pass runs through the wrapper
 _MODEL_WRAPPERS = ("DistributedDataParallel", "DDP", "DataParallel", "FullyShardedDataParallel", "FSDP", "compile")
@@ -737,8 +739,16 @@ class _Analysis:
         for (b, f, l) in self._regions:
             if b is block and not (end < f or start > l):
                 return  # overlapping region already planned
-        self._regions.append((block, start, end))
         enabled = self.enabled_for(func)
+        if enabled is None and self.cond is not None and not self.use_scaler:
+            # bf16: no scaler carries the switch here, and an autocast without it would run the mode
+            # that turned amp off (O0, the fp32 flag) in bf16
+            self.report(rng[0], R.NO_REGION, f"the switch that turned amp on (`{_code(self.cond)}`) cannot be read "
+                                             "here and bf16 has no scaler to carry it: pass it in and wrap the "
+                                             "forward pass and loss in `torch.autocast(..., enabled=...)` by hand")
+            self._unsafe = "an autocast region that cannot follow amp's on/off switch"
+            return
+        self._regions.append((block, start, end))
         args = [f'"{self.device}"', f"dtype={self.dtype}"]
         if enabled is not None:
             args.append(f"enabled={enabled}")
@@ -1023,6 +1033,13 @@ class _Analysis:
                 clips.append(n)
 
         self._replay(calls=visit_Call)
+        if self.use_scaler:
+            for clip in clip_reach.unseen_clips(self, CLIP_FUNCS, funcs):
+                if self.ctx.enabled(R.UNSCALE.code) and not self.ctx.suppressed(clip, R.UNSCALE.code):
+                    self.report(clip, R.CLIP_ELSEWHERE, "gradients are still scaled here (this function clips but "
+                                                        "steps no optimizer): call `scaler.unscale_(optimizer)` "
+                                                        "before clipping")
+                    self._unsafe = "a gradient clip outside the functions holding the backward and the step"
         unscaled: Set[Tuple[int, str]] = set()
         collapsed: List[cst.CSTNode] = []
         for clip in clips:
@@ -1485,6 +1502,7 @@ class _Analysis:
             if self.ctx.facts.scaler_functions and self.use_scaler:
                 # a module without amp that calls helpers which now take the scaler
                 self.plan_threading_only()
+            self.report_decorators()  # `@amp.float_function` may be the module's only apex use
             return
         self._pick_scaler_name()
         self._take_scaler_from_subclass()
@@ -1497,6 +1515,14 @@ class _Analysis:
                                           "suppressed (`# apex2amp: ignore`) or its rule is not selected")
             self._abort_all()
             return
+        keeping = self.ctx.facts.extra.get(CALLERS_KEEP_AMP, {}).get(facts_key(self.ctx.path, self.ctx.module_name)) \
+            if self.ctx.module_name else None
+        if keeping:
+            self.report(self.sites[0].call, R.LEFTOVER, f"`{keeping[0]}` calls this module's functions and keeps its "
+                                                        "apex amp code: these functions cannot take the scaler alone; "
+                                                        f"fix `{keeping[0]}`'s findings, then rerun")
+            self._abort_all()
+            return
         self.drop_apex_branches()
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
@@ -1506,6 +1532,15 @@ class _Analysis:
                 self.report(s.call, R.UNSUPPORTED, f"`{kept}` keeps apex amp code this run could not migrate (see "
                                                    "its findings) and relies on the state `amp.initialize` sets up: "
                                                    "migrate the two together by hand, then rerun")
+            self.abort = True
+        private = amp_private.private_state_use(self) if inits and not self.abort else None
+        if private is not None:
+            self.report(private[0], R.INTERNALS, f"apex internal `{private[1]}` exists only after `amp.initialize`: "
+                                                 "no native equivalent")
+            for s in inits:
+                self.report(s.call, R.UNSUPPORTED, f"this module reads apex state `{private[1]}` that only "
+                                                   "`amp.initialize` sets up: migrate the two together by hand "
+                                                   "(e.g. `GradScaler(init_scale=...)`), then rerun")
             self.abort = True
         if len(inits) > 1 and not self.abort:
             for s in inits:
@@ -1597,7 +1632,11 @@ class _Analysis:
         """A module this one imports whose amp code pass 1 left unmigrated (matched by its last name
         component, so an import spelled from another root still counts); a mixin module whose classes
         read the scaler of this run's subclasses in pass 2 (`amp_threading.rescued`) does not count."""
-        kept = [m for m in self.ctx.facts.unmigrated_amp if m != self.ctx.module_name
+        mine = self.ctx.module_name
+        # a helper held back because this very module keeps its amp code: this module's own findings say why
+        held_for_me = {k.rpartition("::")[2] for k, callers in self.ctx.facts.extra.get(CALLERS_KEEP_AMP, {}).items()
+                       if mine in callers}
+        kept = [m for m in self.ctx.facts.unmigrated_amp if m != mine and m not in held_for_me
                 and amp_threading.rescued(self.ctx.facts, m) is None]
         if not kept:
             return None

@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from .names import assigned_names
+from .names import assigned_names, names_read
 from .signatures import all_params
 from .walk import iter_nodes
 
@@ -33,10 +33,16 @@ def forward_elsewhere(a, body: Sequence[cst.CSTNode], stop: int, traced: List[cs
                           "backward are computed in this function: an autocast region here would leave the model "
                           "in fp32")
     if stop >= 0:
+        # the slice goes on past the stopper (`if not isfinite(loss): return` between the loss and
+        # `loss *= k`): the loss statements above it, and the forward they read, count too
+        needed = set(needed)
         for s in reversed(list(body[:stop])):
-            if assigned_names(s) & needed and a._calls_model(s, func):
-                return s, ("the forward pass comes before a backward or optimizer step that the autocast region "
-                           "may not include")
+            if not assigned_names(s) & needed:
+                continue
+            if a._calls_model(s, func):
+                return s, ("the forward pass comes before a backward, an optimizer step or a statement leaving "
+                           "the block (return/break/continue) that the autocast region may not include")
+            needed |= names_read(s)
     cur: Optional[cst.CSTNode] = body[0] if body else None
     while cur is not None:
         owner = _owner(a, cur)

@@ -647,6 +647,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
         _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        _refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts)
         for i in indexed:
             f, fr = pass_one[i]
             facts.merge(f)
@@ -1008,6 +1009,48 @@ def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed:
         told = RepoFacts(foreign_method_refs=found)
         pass_one[i] = pass_one_file(files[i], config, told)
         facts.merge(told)
+
+
+def _refuse_helpers_of_unmigrated(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                                  pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
+                                  data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
+    """Pass 1 again for the files whose functions got a scaler parameter that a module keeping its apex
+    amp code calls (`codemods.amp.CALLERS_KEEP_AMP`): told so, their amp migration refuses too, since
+    the cross-module migration is written whole or not at all (Swin's utils.save_checkpoint, main.py held)."""
+    from codemods.amp import CALLERS_KEEP_AMP
+
+    def settled(j: int) -> bool:  # left unmigrated for good, not waiting for pass 2's facts
+        fr = pass_one[j][1]
+        return fr is None or not (_waits_for_a_helper(fr) or checkpoint_facts.waits_for_helper(fr))
+
+    keeping = {m for j in indexed if settled(j) for m in pass_one[j][0].unmigrated_amp}
+    publishers = [i for i in indexed if pass_one[i][0].scaler_functions]
+    if not keeping or not publishers:
+        return
+    callers = [(j, discovery.module_name_for(files[j].path)[0]) for j in indexed]
+    callers = [(j, m) for j, m in callers if m in keeping]
+    told: Dict[str, List[str]] = {}
+    for i in publishers:
+        own = RepoFacts(scaler_functions=dict(pass_one[i][0].scaler_functions))
+        for j, module in callers:
+            if j == i:
+                continue
+            data = data_of.get(j)
+            if data is None:
+                try:
+                    data = read_bytes(files[j].path)
+                except SourceError:
+                    continue
+            if prefilter.mentions_fact(data, own, module):
+                for key in own.scaler_functions:
+                    told.setdefault(key, []).append(module)
+    if not told:
+        return
+    extra = RepoFacts(extra={CALLERS_KEEP_AMP: told})
+    for i in publishers:
+        if any(key in told for key in pass_one[i][0].scaler_functions):
+            pass_one[i] = pass_one_file(files[i], config, extra)
+    facts.merge(extra)
 
 
 def _waits_for_a_helper(fr: FileResult) -> bool:
