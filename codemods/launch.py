@@ -157,6 +157,18 @@ apex.parallel.multiproc). Documentation is never rewritten: update the command t
      before="python -m torch.distributed.launch --nproc_per_node=4 train.py",
      after="torchrun --nproc_per_node=4 train.py")
 
+rule("A2A413", "plain-python-launch-of-torchrun-script", "`python SCRIPT.py` of a script migrated to torchrun",
+     fixes=True, severity=FIX,
+     why="""
+The run rewrote SCRIPT.py's mp.spawn: the spawned function now takes `int(os.environ["LOCAL_RANK"])`
+and init_process_group reads torchrun's environment, so a plain `python SCRIPT.py` fails with
+KeyError: 'LOCAL_RANK'. In shell scripts, Makefiles and similar files the launch line becomes the
+torchrun line (nproc_per_node from the old spawn's nprocs, "gpu" for device_count()); documentation
+is only reported. Lines whose script cannot be resolved to a migrated file of the run are left as they are.""",
+     before="CUDA_VISIBLE_DEVICES=0,1 python train.py --epochs 10",
+     after="CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=gpu train.py --epochs 10")
+# A2A413 is applied to the run's launch files by migrate/launch_torchrun.py
+
 
 def _env(var: str) -> cst.BaseExpression:
     return parse_expr(ENV.format(var))

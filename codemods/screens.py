@@ -28,11 +28,14 @@ class Screen:
 
 
 _UNRESOLVED_AMP_CALL = re.compile(rb"amp\s*\.\s*(?:scale_loss|master_params)\s*\(")
+# apex amp held as an object under any name (codemods/amp_object.py): `.scale_loss(` or an `opt_level=`
+_AMP_OBJECT_CALL = re.compile(rb"\.\s*scale_loss\s*\(|\bopt_level\s*=")
 
 
 def _calls_amp_only_api(data: bytes, module_name: str = "") -> bool:
-    """The call shape itself: a receiver whose name ends in `amp`, then `.scale_loss(` or `.master_params(`."""
-    return _UNRESOLVED_AMP_CALL.search(data) is not None
+    """The call shape itself: a receiver whose name ends in `amp`, then `.scale_loss(` or `.master_params(`;
+    or `.scale_loss(` / `opt_level=` on any receiver (A2A171)."""
+    return _UNRESOLVED_AMP_CALL.search(data) is not None or _AMP_OBJECT_CALL.search(data) is not None
 
 
 # a `def` whose parameters name a scaler (`scaler`, `grad_scaler`, `: GradScaler`)
@@ -52,7 +55,7 @@ def _may_have_hazard(data: bytes, module_name: str = "") -> bool:
 
 CUDA_AMP = Screen("cuda_amp", (b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp"))
 AMP = Screen("amp", (b"apex", b"scaler"))
-AMP_UNRESOLVED = Screen("amp_unresolved", (b"scale_loss", b"master_params"), _calls_amp_only_api)
+AMP_UNRESOLVED = Screen("amp_unresolved", (b"scale_loss", b"master_params", b"opt_level"), _calls_amp_only_api)
 APEX_MODULES = Screen("apex_modules", (b"apex",))
 MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half"),
                         may_scale_by_hand)

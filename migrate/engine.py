@@ -443,7 +443,8 @@ def _rewrite_read(src: Source, d: discovery.Discovered, config: RunConfig, facts
 
 
 def _rewrite_decoded(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
-    if d.kind != discovery.PYTHON and config.prefilter and not _registry().may_need_work(src.data):
+    if d.kind != discovery.PYTHON and config.prefilter and not _registry().may_need_work(src.data) \
+            and not _names_moved_script(src.data, facts):
         return FileResult(d.path, d.kind, src.text, src.text)
     try:
         if d.kind == discovery.PYTHON:
@@ -654,6 +655,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             published[i] = f
             if fr is not None:
                 ready[i] = fr
+        _note_torchrun_scripts(files, screened, [pass_one[i][1] for i in indexed], facts)
         held = [i for i, fr in ready.items() if _waits_for_a_helper(fr)]
         if held:
             inside, outside = _native_facts(files, published, kept, held)
@@ -709,6 +711,32 @@ def _run(paths: Sequence[str], config: RunConfig,
         from .write_groups import group_writes, write_in_groups
         write_in_groups(group_writes(to_write, files, published, facts), _write_later)
     return result
+
+
+def _names_moved_script(data: bytes, facts: RepoFacts) -> bool:
+    """A launch file naming a script whose mp.spawn the run moved to torchrun."""
+    from .launch_torchrun import FACT, mentions_moved_script
+    moved = facts.extra.get(FACT)
+    return bool(moved) and mentions_moved_script(data, moved)
+
+
+def _note_torchrun_scripts(files: Sequence[discovery.Discovered], screened: List[Tuple[int, Optional[FileResult]]],
+                           results: Sequence[Optional[FileResult]], facts: RepoFacts) -> None:
+    """The scripts whose mp.spawn pass 1 moved to torchrun go into the facts, and the launch files
+    naming them into pass 2 (their `python SCRIPT.py` lines: migrate/launch_torchrun.py)."""
+    from .launch_torchrun import FACT, mentions_moved_script, scripts_moved_to_torchrun
+    moved = scripts_moved_to_torchrun(fr for fr in results if fr is not None)
+    if not moved:
+        return
+    facts.extra[FACT] = moved
+    for i, d in enumerate(files):
+        if d.kind != discovery.PYTHON and screened[i] == (_SKIP, None):
+            try:
+                data = read_bytes(d.path)
+            except SourceError:
+                continue
+            if mentions_moved_script(data, moved):
+                screened[i] = (_REWRITE, None)
 
 
 def _discover(paths: Sequence[str], config: RunConfig, pool: Any, cold: bool) -> List[discovery.Discovered]:

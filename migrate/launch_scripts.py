@@ -17,6 +17,7 @@ which also says to drop `--use_env` when the command passes it.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import List
 
@@ -115,8 +116,13 @@ def rewrite_launch_file(src, d, config, facts):
     """Engine handler for files of kind "shell" (rewritten) and "markdown" (reported only)."""
     from . import discovery
     from .engine import FileResult, _selection_for
+    from .launch_torchrun import FACT, rewrite_plain_launches
     select = _selection_for(d.path, d.root, config)
+    moved = facts.extra.get(FACT) or {}  # scripts of the run whose mp.spawn moved to torchrun
+    bases = [os.path.dirname(os.path.abspath(d.path)), d.root]
     if d.kind == discovery.MARKDOWN:
-        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select))
+        _, plain = rewrite_plain_launches(src.text, bases, moved, select, rewrite=False)
+        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select) + plain)
     new, findings = rewrite_launch_text(src.text, select)
-    return FileResult(d.path, d.kind, src.text, new, findings)
+    new, plain = rewrite_plain_launches(new, bases, moved, select)
+    return FileResult(d.path, d.kind, src.text, new, sorted(findings + plain, key=lambda f: (f.line, f.col)))
