@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates
+from . import amp_losses, amp_regions, amp_reinit, amp_threading, checkpoint_pairs, screens, templates
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1455,6 +1455,14 @@ class _Analysis:
                                                    "its findings) and relies on the state `amp.initialize` sets up: "
                                                    "migrate the two together by hand, then rerun")
             self.abort = True
+        reinits = amp_reinit.removable_reinitializations(self, inits) if len(inits) > 1 and not self.abort else []
+        for s in reinits:  # a restore that re-runs initialize before amp.load_state_dict (codemods/amp_reinit.py)
+            inits.remove(s)
+            live.remove(s)
+            self.plan.remove(s.stmt)
+            self.report(s.call, R.REINITIALIZE, "second `amp.initialize` (before `amp.load_state_dict`) removed: "
+                                                "the GradScaler made at the first one is the one the load restores",
+                        fixed=True)
         if len(inits) > 1 and not self.abort:
             for s in inits:
                 self.report(s.call, R.UNSUPPORTED, "several `amp.initialize` calls in one module: migrate by hand")
@@ -1594,7 +1602,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142")
+                                                           "A2A142", "A2A416")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

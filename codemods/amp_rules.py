@@ -517,3 +517,24 @@ code is left as it is. Rename the local file, or settle on one way to run the mo
 from apex import amp""",
     after="""
 from apex import amp  # unchanged: `python pkg/tool.py` would import pkg/apex.py""")
+
+REINITIALIZE = rule(
+    "A2A416", "amp-reinitialize-on-restore", "a second `amp.initialize` before `amp.load_state_dict` (restore) removed",
+    fixes=True, severity=FIX,
+    why="""
+apex's restore recipe calls `amp.initialize` again on the model and optimizer it already returned, then
+`amp.load_state_dict(...)`: the second call makes fresh loss scalers that the load overwrites. Native AMP
+has one GradScaler, made where the first `amp.initialize` was and kept on `self`; the load restores its
+state (`self.scaler.load_state_dict(...)`), so the second call goes. This applies when both calls are in
+methods of one class, the second assigns the same `self` attributes from the same objects with the same
+options, and its block goes on to `amp.load_state_dict`; other modules with several `amp.initialize`
+calls are reported (A2A117).""",
+    before="""
+def restore(self, ckpt):
+    self.model.load_state_dict(ckpt["model"])
+    self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level=self.opt_level)
+    amp.load_state_dict(ckpt["amp"])""",
+    after="""
+def restore(self, ckpt):
+    self.model.load_state_dict(ckpt["model"])
+    self.scaler.load_state_dict(ckpt["amp"])""")
