@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_reinit, amp_threading, checkpoint_pairs, screens, templates
+from . import amp_dead_modes, amp_losses, amp_regions, amp_reinit, amp_threading, checkpoint_pairs, screens, templates
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1446,6 +1446,7 @@ class _Analysis:
             self._abort_all()
             return
         self.drop_apex_branches()
+        amp_dead_modes.drop_unselectable_apex_branches(self, R.UNSELECTABLE_APEX_MODE)  # `self.backend == "apex"`
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
         kept = self._imported_unmigrated_amp() if inits else None
@@ -1602,7 +1603,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A416")
+                                                           "A2A142", "A2A416", "A2A417")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -538,3 +538,23 @@ def restore(self, ckpt):
 def restore(self, ckpt):
     self.model.load_state_dict(ckpt["model"])
     self.scaler.load_state_dict(ckpt["amp"])""")
+
+UNSELECTABLE_APEX_MODE = rule(
+    "A2A417", "apex-backend-unselectable", "`if self.backend == 'apex'` branches removed once nothing can set 'apex'",
+    fixes=True, severity=FIX,
+    why="""
+A trainer picks its backend once (a torch-version gate with native, apex and fp32 branches) and keeps
+the choice on the object, e.g. `self.backend = "apex"`. When the apex branch of that choice goes
+because the native branch runs in its place (torch is new enough wherever the migrated code runs),
+nothing sets the apex value any more, so the methods' `if self.backend == "apex":` branches are dead
+and go with it; their native and fp32 branches stay unchanged, and the scaler stays where the native
+branch keeps it (`self.scaler`). Applies only when every assignment of that attribute in the module is
+a string literal.""",
+    before="""
+if self.backend == "apex":
+    with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+        scaled_loss.backward()
+else:
+    loss.backward()""",
+    after="""
+loss.backward()""")
