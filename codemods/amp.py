@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_dead_modes, amp_losses, amp_regions, amp_reinit, amp_threading, checkpoint_pairs, screens, templates
+from . import amp_dead_modes, amp_engine_override, amp_losses, amp_regions, amp_reinit, amp_threading, checkpoint_pairs, screens, templates
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1246,6 +1246,7 @@ class _Analysis:
         if not self.use_scaler:
             return
         if self.scaler_is_attr and not self.scaler_global:
+            amp_engine_override.override_base_steps(self, R.ENGINE_OVERRIDE)  # a base's step: override it
             self._refusal = amp_threading.check_holder_reach(self)
             if self._refusal:
                 return
@@ -1603,7 +1604,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A416", "A2A417")
+                                                           "A2A142", "A2A416", "A2A417", "A2A418")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

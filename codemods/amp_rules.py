@@ -558,3 +558,31 @@ else:
     loss.backward()""",
     after="""
 loss.backward()""")
+
+ENGINE_OVERRIDE = rule(
+    "A2A418", "engine-step-override", "a base-class method that steps the amp optimizer -> an override on the apex engine",
+    fixes=True, severity=FIX,
+    why="""
+Engine classes often come one per precision backend on a shared base (`Engine`, `ApexEngine(Engine)`,
+`NativeEngine(Engine)`), and the base's `optimizer_step` calls `self.optimizer.step()` for all of them.
+Only the apex engine has the GradScaler (kept on `self`), so the base method cannot use it. The apex
+engine gets its own copy of that method with `scaler.step(optimizer)` and `scaler.update()`; the base
+and the other backends keep theirs unchanged. Not done when the class already defines the method, or
+the method is decorated, calls `super()` or reads private `__names`.""",
+    before="""
+class Engine:
+    def optimizer_step(self):
+        self.optimizer.step()
+
+class ApexEngine(Engine):
+    ...""",
+    after="""
+class Engine:
+    def optimizer_step(self):
+        self.optimizer.step()
+
+class ApexEngine(Engine):
+    ...
+    def optimizer_step(self):
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()""")
