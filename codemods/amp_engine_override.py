@@ -15,8 +15,6 @@ of an in-module base of the class that keeps the scaler, which that class does n
 """
 from __future__ import annotations
 
-from typing import Set
-
 import libcst as cst
 
 from . import amp_threading
@@ -39,7 +37,7 @@ def override_base_steps(a, rule_) -> None:
         if om is None or om[0] is not f or om[1].name.value in allowed or om[1].name.value not in ancestors:
             continue
         if f.decorators or f.name.value in own or _reads_super_or_private(f) or \
-                _super_calls(a, f.name.value, amp_threading.family(a, holder.name.value)):
+                _super_calls(a, f.name.value) or _read_through_class(a, om[1].name.value, f.name.value):
             continue
         copy = _rewritten_copy(a, f)
         if copy is None:
@@ -58,14 +56,20 @@ def _reads_super_or_private(f: cst.FunctionDef) -> bool:
                                             not n.value.endswith("__")) for n in iter_nodes(f))
 
 
-def _super_calls(a, name: str, classes: Set[str]) -> bool:
-    """Whether a method of `classes` calls `super().<name>(...)` (the override would change what it runs)."""
+def _super_calls(a, name: str) -> bool:
+    """Whether the module calls `super().<name>(...)` (the override would change what it runs)."""
     for c in a.index.calls:
         f = c.func
         if isinstance(f, cst.Attribute) and f.attr.value == name and isinstance(f.value, cst.Call) and \
                 isinstance(f.value.func, cst.Name) and f.value.func.value == "super":
             return True
     return False
+
+
+def _read_through_class(a, cls: str, name: str) -> bool:
+    """Whether the module reads `Base.<name>` (`Engine.optimizer_step(engine)` skips any override)."""
+    return any(isinstance(n, cst.Attribute) and n.attr.value == name and isinstance(n.value, cst.Name) and
+               n.value.value == cls for n in a.index.nodes)
 
 
 def _rewritten_copy(a, f: cst.FunctionDef):

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Set
 
 import libcst as cst
 
-from .names import code_of, dotted_name, literal_number, norm_code
+from .names import dotted_name, literal_number, norm_code
 
 
 def single_process_twin(gate: cst.If, line: cst.SimpleStatementLine, fn_name: str, params: Sequence[str],
@@ -24,6 +24,8 @@ def single_process_twin(gate: cst.If, line: cst.SimpleStatementLine, fn_name: st
     """Whether `gate` is `if T: <the spawn line> else: fn(0, <the spawn's args>)`: the `else` runs the
     worker once as process 0 with the same arguments (or 1 for the process count), which is what
     torchrun with one process does. `params`: the worker's positional parameters."""
+    if not _is_count_test(gate.test):
+        return False  # `if n > 1 and not args.debug:` also picks by a flag: not one torchrun path
     body = gate.body.body if isinstance(gate.body, cst.IndentedBlock) else ()
     if len(body) != 1 or body[0] is not line:
         return False
@@ -49,6 +51,17 @@ def single_process_twin(gate: cst.If, line: cst.SimpleStatementLine, fn_name: st
             continue  # the single-process branch passes the count it runs with
         return False
     return True
+
+
+def _is_count_test(test: cst.BaseExpression) -> bool:
+    """`count > 1` or `count >= 2` (count: a name, attribute or call, not a boolean expression)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    op, bound = test.comparisons[0].operator, test.comparisons[0].comparator
+    if not isinstance(test.left, (cst.Name, cst.Attribute, cst.Call)) or not isinstance(bound, cst.Integer):
+        return False
+    return isinstance(op, cst.GreaterThan) and bound.value == "1" or \
+        isinstance(op, cst.GreaterThanEqual) and bound.value == "2"
 
 
 def device_count_gate(line: cst.SimpleStatementLine, parents) -> Optional[cst.If]:
