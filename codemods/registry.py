@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import List
 
 from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_lint, cuda_amp, hazards, imports, launch,
-               lint_autocast_modes, manual_scaling, scaler_calls)
+               launch_lines, lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
 from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
@@ -23,6 +23,7 @@ def all_codemods() -> List[Codemod]:
         manual_scaling.ManualLossScalingToGradScaler(),
         apex_parallel.ApexParallelToTorchDDP(),
         launch.SpawnToTorchrun(),
+        launch_lines.LaunchCommandInCode(),
         imports.RemoveApexImports(),
         hazards.Fp16HazardLint(),
         lint_autocast_modes.AutocastModeLint(),

@@ -61,6 +61,7 @@ MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".
                         may_scale_by_hand)
 APEX_PARALLEL = Screen("apex_parallel", (b"apex",))
 LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_processes"))
+LAUNCH_LINES = Screen("launch_lines", (b"torch.distributed.launch",))  # launch commands built in code
 IMPORTS = Screen("imports", (b"apex",))
 _CKPT_LINT_SHAPE = re.compile(rb"scaler\s*\.\s*(?:load_)?state_dict\s*\(|\bamp\s*[,)]")
 
@@ -78,12 +79,12 @@ SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_pa
 
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT)
+                               LAUNCH_LINES, IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
-BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
-                               LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, MANUAL_SCALING, HAZARDS)
+BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, LAUNCH_LINES,
+                               IMPORTS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(

@@ -23,6 +23,8 @@ PYTHON = "python"
 NOTEBOOK = "notebook"
 SHELL = "shell"
 MARKDOWN = "markdown"
+CONFIG = "config"  # YAML / INI job and CI definitions: launch commands in them are reported (A2A414)
+CONFIG_SUFFIXES = (".yaml", ".yml", ".cfg", ".ini")
 
 
 def file_kind(path: str) -> Optional[str]:
@@ -39,6 +41,8 @@ def file_kind(path: str) -> Optional[str]:
         return SHELL
     if low in ("readme.md", "readme.rst", "readme.txt") or low.endswith(".md"):
         return MARKDOWN
+    if low.endswith(CONFIG_SUFFIXES):
+        return CONFIG
     return None
 
 

@@ -1,4 +1,4 @@
-"""Plain `python SCRIPT.py` launch lines of scripts whose mp.spawn the run moved to torchrun (A2A413).
+"""Plain `python SCRIPT.py` launch lines of scripts whose mp.spawn the run moved to torchrun (A2A420).
 
 After the migration such a script reads `LOCAL_RANK` from the environment, so the repository's own
 `python train.py ARGS` line would fail with `KeyError: 'LOCAL_RANK'`. The engine collects, after
@@ -21,7 +21,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from codemods.base import FIX, INFO, Finding
 from codemods.suppression import Suppressions
 
-# RepoFacts.extra key: {absolute script path: {"nproc": str, "flags": [str]}} (rule A2A413: codemods/launch.py)
+# RepoFacts.extra key: {absolute script path: {"nproc": str, "flags": [str]}} (rule A2A420: codemods/launch.py)
 FACT = "torchrun_scripts"
 
 _INTERP = (r"(?P<interp>(?<![\w/$.-])python(?:3(?:\.\d+)?)?"
@@ -77,7 +77,7 @@ def rewrite_plain_launches(text: str, bases: Sequence[str], scripts: Dict[str, D
                            select=lambda code: True, rewrite: bool = True) -> Tuple[str, List[Finding]]:
     """Rewrite (shell) or report (`rewrite=False`, docs) `python SCRIPT.py` lines of moved scripts."""
     findings: List[Finding] = []
-    if not scripts or not select("A2A413"):
+    if not scripts or not select("A2A420"):
         return text, findings
     sup = Suppressions(text)
     raw = text.splitlines(keepends=True)
@@ -87,7 +87,7 @@ def rewrite_plain_launches(text: str, bases: Sequence[str], scripts: Dict[str, D
         new = body
         for m in reversed(list(_RUN.finditer(body))):
             info = _resolve(m.group("script"), bases, scripts)
-            if info is None or sup.covers(i, "A2A413"):
+            if info is None or sup.covers(i, "A2A420"):
                 continue
             command = _command(bodies, i - 1)
             if any(not re.search(r"(?<![\w-])" + re.escape(str(f)) + r"(?![\w-])", command) for f in info["flags"]):
@@ -95,11 +95,11 @@ def rewrite_plain_launches(text: str, bases: Sequence[str], scripts: Dict[str, D
             line_new = _torchrun_line(m, str(info["nproc"]))
             if rewrite:
                 new = new[:m.start()] + line_new + new[m.end():]
-                findings.append(Finding("A2A413", f"`{m.group(0)}` -> `{line_new}`: the run moved "
+                findings.append(Finding("A2A420", f"`{m.group(0)}` -> `{line_new}`: the run moved "
                                         f"{m.group('script')}'s mp.spawn to torchrun (it reads LOCAL_RANK)",
                                         i, m.start() + 1, FIX, True, new_line=i))
             else:
-                findings.append(Finding("A2A413", f"documentation shows `{m.group(0)}`, but the run moved "
+                findings.append(Finding("A2A420", f"documentation shows `{m.group(0)}`, but the run moved "
                                         f"{m.group('script')}'s mp.spawn to torchrun: update the command to "
                                         f"`{line_new} ...` (a plain python run fails on the missing LOCAL_RANK)",
                                         i, m.start() + 1, INFO, False))

@@ -1,5 +1,5 @@
 """`python SCRIPT.py` lines in launch files of the run, for a script whose mp.spawn the same run moved
-to torchrun, become the torchrun line (A2A413); documentation gets a finding. Real CLI runs on copies
+to torchrun, become the torchrun line (A2A420); documentation gets a finding. Real CLI runs on copies
 of fixtures/launch_torchrun/<case>/ (`<name>.expected<ext>`: the launch file after the rewrite)."""
 import os
 import shutil
@@ -31,7 +31,7 @@ def test_plain_python_lines_become_torchrun(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert (repo / "run.sh").read_text() == _expected("spawn_script", "run.expected.sh")
     assert (repo / "README.md").read_text() == readme
-    assert "README.md:5:5: A2A413" in res.stdout and "torchrun --standalone --nproc_per_node=gpu train.py" in res.stdout
+    assert "README.md:5:5: A2A420" in res.stdout and "torchrun --standalone --nproc_per_node=gpu train.py" in res.stdout
     assert 'int(os.environ["LOCAL_RANK"])' in (repo / "train.py").read_text()
     again = _cli("rewrite", str(repo))
     assert (repo / "run.sh").read_text() == _expected("spawn_script", "run.expected.sh"), again.stdout
@@ -44,8 +44,8 @@ def test_check_reports_each_line_and_writes_nothing(tmp_path):
     assert res.returncode == 1
     assert (repo / "run.sh").read_text() == before
     for line in (3, 4, 6):
-        assert f"run.sh:{line}:" in res.stdout and "A2A413" in res.stdout, res.stdout
-    assert "plot.py" not in "".join(ln for ln in res.stdout.splitlines() if "A2A413" in ln)
+        assert f"run.sh:{line}:" in res.stdout and "A2A420" in res.stdout, res.stdout
+    assert "plot.py" not in "".join(ln for ln in res.stdout.splitlines() if "A2A420" in ln)
 
 
 def test_line_without_the_spawn_flag_keeps_plain_python(tmp_path):
@@ -66,11 +66,11 @@ def test_script_outside_the_run_is_left_alone(tmp_path):
 def test_ignored_code_keeps_the_line(tmp_path):
     repo = _copy("spawn_script", tmp_path)
     before = (repo / "run.sh").read_text()
-    _cli("rewrite", "--ignore", "A2A413", str(repo))
+    _cli("rewrite", "--ignore", "A2A420", str(repo))
     assert (repo / "run.sh").read_text() == before
     assert "LOCAL_RANK" in (repo / "train.py").read_text()
 
 
 def test_explain():
-    res = _cli("explain", "A2A413")
+    res = _cli("explain", "A2A420")
     assert res.returncode == 0 and "LOCAL_RANK" in res.stdout
