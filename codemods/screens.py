@@ -73,14 +73,17 @@ HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"
 LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler", b"apex"))  # apex: migrated here
 SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_parameter)
 
+# `--target fsdp2` only (the codemod returns at once under the default target)
+FSDP2 = Screen("fsdp2", (b"DistributedDataParallel", b"DDP", b"autocast", b"GradScaler", b"apex"))
+
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT)
+                               IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, FSDP2)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
 BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
-                               LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, MANUAL_SCALING, HAZARDS)
+                               LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, FSDP2, MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(
