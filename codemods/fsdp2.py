@@ -74,7 +74,8 @@ class FullyShardTarget(Codemod):
     NAME = "fsdp2"
     DESCRIPTION = "DDP + autocast -> FSDP2 fully_shard with a MixedPrecisionPolicy (--target fsdp2)"
     CODES = CODES
-    PREFILTER = screens.FSDP2.PREFILTER
+    PREFILTER = screens.FSDP2.PREFILTER  # tokens and second stage: codemods/screens.py
+    wants = staticmethod(screens.FSDP2.wants)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
@@ -100,6 +101,7 @@ class _Site:
         self.fixed: List[Tuple[cst.CSTNode, str, str]] = []
         self.later: List[Tuple[cst.CSTNode, str, str]] = []  # warnings reported when the rewrite is made
         self.needs_dcp: Set[str] = set()
+        self.covered: Set[int] = set()  # `.module` attributes inside a rewritten checkpoint call
 
     # -- finding things --------------------------------------------------------------------------
 
@@ -301,7 +303,7 @@ class _Site:
         stay = [s for s in body[first:at] if s not in moving]
         stay_assigned = {n.split(".")[0] for s in stay for n in assigned_names(s)}
         reads = {n for s in moving for n in names_read(s)}
-        clash = (reads & stay_assigned) - {model} if False else reads & stay_assigned
+        clash = reads & stay_assigned
         if clash:
             raise _Refuse(moving[0], "A2A804", f"moving the optimizer after the wrap would change `{sorted(clash)[0]}`, "
                                                "which the statements in between assign: build it after `fully_shard` "
@@ -390,6 +392,7 @@ class _Site:
             if meth not in ("state_dict", "load_state_dict") or (rd not in names and rd not in opts):
                 continue
             guard = self._rank_guard(c)
+            self.covered |= {id(a) for a in _all_nodes(c.func, cst.Attribute)}
             if meth == "state_dict":
                 if c.args:
                     raise _Refuse(c, "A2A807", "`state_dict(...)` with arguments on the sharded model: migrate by hand")
@@ -421,7 +424,7 @@ class _Site:
         for node in _all_nodes(stmt, cst.Attribute):
             a: cst.Attribute = node  # type: ignore[assignment]
             if a.attr.value == "module" and isinstance(a.value, cst.Name) and a.value.value in names \
-                    and id(a) not in self.replace:
+                    and id(a) not in self.replace and id(a) not in self.covered:
                 self.replace[id(a)] = cst.Name(target)
                 self.fixed.append((a, "A2A809", f"`{a.value.value}.module` -> `{target}` (FSDP2 shards the module in place)"))
 
@@ -442,10 +445,6 @@ class _Site:
                                           "with `get_model_state_dict` on every rank by hand")
         name = self._fresh(self.module, base)
         line = cst.parse_statement(f"{name} = {new}\n")
-        prev = self.replace.get(id(guard))
-        hoisted = list(prev.nodes) if isinstance(prev, cst.FlattenSentinel) else []
-        if hoisted:
-            hoisted = hoisted[:-1]
         self.replace[id(call)] = cst.Name(name)
         self._hoisted = getattr(self, "_hoisted", {})
         self._hoisted.setdefault(id(guard), []).append(line)
@@ -489,14 +488,17 @@ class _Site:
         body = [s for s in body if s is not cst.RemovalSentinel.REMOVE]
         lines = ["from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard"]
         if self.needs_dcp:
-            lines.append("from torch.distributed.checkpoint.state_dict import " + ", ".join(
+            lines.insert(0, "from torch.distributed.checkpoint.state_dict import " + ", ".join(
                 sorted(self.needs_dcp, key=lambda n: (n != "StateDictOptions", n))))
-        last = -1
+        last = last_torch = -1  # after the leading imports' last torch import (else their last import)
         for i, s in enumerate(body):
             if isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body):
                 last = i
+                if "torch" in code_of(s).split("import")[0 if isinstance(s.body[0], cst.ImportFrom) else 1]:
+                    last_torch = i
             elif i > 0 or not (isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Expr)):
                 break
+        last = last_torch if last_torch >= 0 else last
         new = [cst.parse_statement(l + "\n") for l in lines]
         return module.with_changes(body=[*body[:last + 1], *new, *body[last + 1:]])
 
