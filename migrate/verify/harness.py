@@ -141,8 +141,9 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
     """One configuration: both sides' runs, the loss comparison, the forward precision, the resume."""
     mode = "same-engine" if device == "cpu" else "fidelity"
     meta = {"mode_args": mode_args, "args": args, "nproc": procs}
-    a = run_side(original, entry, args, steps=steps, nproc=procs, launcher="python", device=device, seed=seed,
-                 timeout=timeout, apex=apex, find_nan=find_nan)
+    from .fsdp2_side import original_launcher, shards_with_fsdp2
+    a = run_side(original, entry, args, steps=steps, nproc=procs, device=device, seed=seed, timeout=timeout, apex=apex,
+                 launcher=original_launcher(os.path.join(original, entry), launcher), find_nan=find_nan)
     if _side_failed(a, steps) or not a.records:
         verdict = {"passed": False, "first_divergent_step": None, "first_divergent_rank": None, "rows": [],
                    "reasons": ["the original program could not run: %s" % (a.error() or "exit code %s%s" % (
@@ -158,6 +159,9 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
         mode = "fidelity"
         echo("verify: the original ran apex %s (fp16 weights); the migration keeps fp32 weights under autocast, "
              "so the fidelity tolerance applies" % "/".join(levels))
+    if mode == "same-engine" and shards_with_fsdp2(os.path.join(migrated, entry)):
+        mode = "fidelity"  # FSDP2 computes with the policy's low-precision parameters
+        echo("verify: the migration shards with FSDP2 (MixedPrecisionPolicy), so the fidelity tolerance applies")
     meta["apex_opt_levels"] = levels
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
                  timeout=timeout, apex=apex, find_nan=find_nan)
