@@ -174,6 +174,9 @@ class _Site:
         self.opt_names = opt_names
         # every later statement of the sharding scope: `.module`, no_sync, checkpoints
         later_roots = after + self._later_in_enclosing(block, scope)
+        for f in _all_nodes(self.module, cst.FunctionDef):
+            if f is not scope and not self._inside(stmt, f) and (scope is self.module or not self._inside(f, scope)):
+                self._plan_no_sync(f, None)  # a helper of this file's training loop (the model it gets is sharded)
         for s in later_roots:
             self._plan_uses(s, names, target)
         dropped = [a.keyword.value for a in call.args if a.keyword is not None]
@@ -191,6 +194,12 @@ class _Site:
         return new
 
     def _single_process(self) -> None:
+        for w in _all_nodes(self.module, cst.With):
+            if any(isinstance(i.item, cst.Call) and isinstance(i.item.func, cst.Attribute)
+                   and i.item.func.attr.value == "no_sync" for i in w.items):  # type: ignore[attr-defined]
+                self.ctx.report(w, "A2A808", "`no_sync()` of a model wrapped in another file: if that model is "
+                                             "sharded with `fully_shard`, use `set_requires_gradient_sync(False)` here")
+                return
         if self._calls_to(("torch.distributed.init_process_group",)):
             return
         amp = self._calls_to(("torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler",
@@ -364,20 +373,7 @@ class _Site:
 
     def _plan_uses(self, stmt: cst.CSTNode, names: Set[str], target: str) -> None:
         opts = set(getattr(self, "opt_names", [])) or set(self._optimizer_names(self.module))
-        for w in _all_nodes(stmt, cst.With):
-            for item in w.items:  # type: ignore[attr-defined]
-                c = item.item
-                if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "no_sync":
-                    if len(w.items) != 1 or item.asname is not None or dotted_name(c.func.value) not in names:  # type: ignore
-                        raise _Refuse(w, "A2A808", "`no_sync()` in a shape the fsdp2 target does not rewrite")
-                    obj = dotted_name(c.func.value)
-                    off = cst.parse_statement(f"{obj}.set_requires_gradient_sync(False)\n")
-                    on = cst.parse_statement(f"{obj}.set_requires_gradient_sync(True)\n")
-                    inner = list(w.body.body)  # type: ignore[attr-defined]
-                    self.replace[id(w)] = cst.FlattenSentinel([off.with_changes(leading_lines=w.leading_lines),  # type: ignore
-                                                               *inner, on])
-                    self.fixed.append((w, "A2A805", f"`{obj}.no_sync()` -> `{obj}.set_requires_gradient_sync(False)` "
-                                                    "for the accumulation backward, True after it"))
+        self._plan_no_sync(stmt, names)
         for node in _all_nodes(stmt, cst.Call):
             c: cst.Call = node  # type: ignore[assignment]
             if isinstance(c.func, cst.Name) and c.func.value == "no_sync":
@@ -427,6 +423,28 @@ class _Site:
                     and id(a) not in self.replace and id(a) not in self.covered:
                 self.replace[id(a)] = cst.Name(target)
                 self.fixed.append((a, "A2A809", f"`{a.value.value}.module` -> `{target}` (FSDP2 shards the module in place)"))
+
+    def _plan_no_sync(self, root: cst.CSTNode, names: Optional[Set[str]]) -> None:
+        """`with X.no_sync():` -> gradient sync off for the body, on after it. `names`: the receivers
+        allowed (the sharded model's names); None: any (another function of the file with the one wrap)."""
+        for w in _all_nodes(root, cst.With):
+            for item in w.items:  # type: ignore[attr-defined]
+                c = item.item
+                if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "no_sync":
+                    if id(w) in self.replace:
+                        continue
+                    obj = dotted_name(c.func.value)
+                    if len(w.items) != 1 or item.asname is not None or c.args or obj is None or \
+                            (names is not None and obj not in names):
+                        raise _Refuse(w, "A2A808", "`no_sync()` in a shape the fsdp2 target does not rewrite: use "
+                                                   "`model.set_requires_gradient_sync(False)` by hand")
+                    off = cst.parse_statement(f"{obj}.set_requires_gradient_sync(False)\n")
+                    on = cst.parse_statement(f"{obj}.set_requires_gradient_sync(True)\n")
+                    inner = list(w.body.body)  # type: ignore[attr-defined]
+                    self.replace[id(w)] = cst.FlattenSentinel([off.with_changes(leading_lines=w.leading_lines),  # type: ignore
+                                                               *inner, on])
+                    self.fixed.append((w, "A2A805", f"`{obj}.no_sync()` -> `{obj}.set_requires_gradient_sync(False)` "
+                                                    "for the accumulation backward, True after it"))
 
     def _rank_guard(self, node: cst.CSTNode) -> Optional[cst.If]:
         """The outermost `if` around `node` (in its function) whose test reads a rank."""

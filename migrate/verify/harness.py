@@ -154,14 +154,14 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
     if launcher == "torchrun" and not nproc:  # as many ranks as the original really started
         meta["nproc"] = procs = max(1, len(a.records))
     levels = sorted({e.get("opt_level") for e in a.events if e.get("opt_level")})
+    if mode == "same-engine" and shards_with_fsdp2(os.path.join(migrated, entry)):
+        mode = "fidelity"  # FSDP2 computes with the policy's low-precision parameters
+        echo("verify: the migration shards with FSDP2 (MixedPrecisionPolicy parameters), so the fidelity tolerance applies")
     if mode == "same-engine" and any(lv in ("O2", "O3") for lv in levels):
         # O2/O3 become fp32 weights + autocast by design (A2A108): same engine no longer holds
         mode = "fidelity"
         echo("verify: the original ran apex %s (fp16 weights); the migration keeps fp32 weights under autocast, "
              "so the fidelity tolerance applies" % "/".join(levels))
-    if mode == "same-engine" and shards_with_fsdp2(os.path.join(migrated, entry)):
-        mode = "fidelity"  # FSDP2 computes with the policy's low-precision parameters
-        echo("verify: the migration shards with FSDP2 (MixedPrecisionPolicy), so the fidelity tolerance applies")
     meta["apex_opt_levels"] = levels
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
                  timeout=timeout, apex=apex, find_nan=find_nan)
