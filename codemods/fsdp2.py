@@ -21,7 +21,9 @@ from .names import ImportTable, assigned_names, code_of, dotted_name, names_read
 
 DDP_NAMES = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
              "torch.nn.DistributedDataParallel")
-DROPPED_DDP_ARGS = ("device_ids", "output_device", "broadcast_buffers")
+# DDP options with no FSDP2 meaning (FSDP2 has no buckets and no unused-parameter search)
+DROPPED_DDP_ARGS = ("device_ids", "output_device", "broadcast_buffers", "find_unused_parameters", "gradient_as_bucket_view",
+                    "static_graph", "bucket_cap_mb")
 CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.modules.container.ModuleList",
               "torch.nn.modules.container.Sequential")
 RANK_WORDS = ("rank", "main_process", "master", "is_main", "primary")
@@ -304,19 +306,22 @@ class _Site:
         for s in body[first:at]:
             is_opt = any(self._statement_of(c) is s for c in before_wrap)
             if is_opt or names_read(s) & deps:
-                if not isinstance(s, cst.SimpleStatementLine):
-                    raise _Refuse(s, "A2A804", "the optimizer is used in a compound statement before the DDP wrap: "
-                                               "build it after `fully_shard` by hand")
+                if not isinstance(s, (cst.SimpleStatementLine, cst.If)):  # a restore under `if args.resume:` moves too
+                    raise _Refuse(s, "A2A804", "the optimizer is used in a loop or other compound statement before "
+                                               "the DDP wrap: build it after `fully_shard` by hand")
                 moving.append(s)
                 deps |= {n.split(".")[0] for n in assigned_names(s)}
-        stay = [s for s in body[first:at] if s not in moving]
-        stay_assigned = {n.split(".")[0] for s in stay for n in assigned_names(s)}
-        reads = {n for s in moving for n in names_read(s)}
-        clash = reads & stay_assigned
-        if clash:
-            raise _Refuse(moving[0], "A2A804", f"moving the optimizer after the wrap would change `{sorted(clash)[0]}`, "
-                                               "which the statements in between assign: build it after `fully_shard` "
-                                               "by hand")
+        span = body[first:at]
+        for i, s in enumerate(span):
+            if s not in moving:
+                continue
+            # a statement that stays and comes after a moved one must not assign what the moved one reads or assigns
+            later_assigned = {n.split(".")[0] for t in span[i + 1:] if t not in moving for n in assigned_names(t)}
+            clash = (names_read(s) | {n.split(".")[0] for n in assigned_names(s)}) & later_assigned
+            if clash:
+                raise _Refuse(s, "A2A804", f"moving the optimizer after the wrap would change `{sorted(clash)[0]}`, "
+                                           "which the statements in between assign: build it after `fully_shard` "
+                                           "by hand")
         return moving
 
     def _before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
@@ -506,8 +511,8 @@ class _Site:
         body = [s for s in body if s is not cst.RemovalSentinel.REMOVE]
         lines = ["from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard"]
         if self.needs_dcp:
-            lines.insert(0, "from torch.distributed.checkpoint.state_dict import " + ", ".join(
-                sorted(self.needs_dcp, key=lambda n: (n != "StateDictOptions", n))))
+            lines.insert(0, _wrapped_import("torch.distributed.checkpoint.state_dict",
+                                            sorted(self.needs_dcp, key=lambda n: (n != "StateDictOptions", n))))
         last = last_torch = -1  # after the leading imports' last torch import (else their last import)
         for i, s in enumerate(body):
             if isinstance(s, cst.SimpleStatementLine) and all(isinstance(b, (cst.Import, cst.ImportFrom)) for b in s.body):
@@ -519,6 +524,24 @@ class _Site:
         last = last_torch if last_torch >= 0 else last
         new = [cst.parse_statement(l + "\n") for l in lines]
         return module.with_changes(body=[*body[:last + 1], *new, *body[last + 1:]])
+
+
+def _wrapped_import(module: str, names: List[str], width: int = 120) -> str:
+    """`from module import a, b`, parenthesized and wrapped under its first name when longer than `width`."""
+    line = f"from {module} import {', '.join(names)}"
+    if len(line) <= width:
+        return line
+    head = f"from {module} import ("
+    rows, row = [], ""
+    for n in names:
+        piece = f"{row}, {n}" if row else n
+        if row and len(" " * len(head) + piece) + 2 > width:
+            rows.append(row + ",")
+            row = n
+        else:
+            row = piece
+    rows.append(row + ")")
+    return head + ("\n" + " " * len(head)).join(rows)
 
 
 class _Hoisted:

@@ -118,12 +118,13 @@ def save_checkpoint(model, optimizer, path):
 rule("A2A808", "fsdp2-wrap-unrecognised", "DDP wrap or its training code not in a shape the fsdp2 target handles: code left as it is",
      fixes=False, severity=WARNING,
      why="""
-The fsdp2 rewrite handles `model = DDP(model, device_ids=..., output_device=..., broadcast_buffers=...)`
+The fsdp2 rewrite handles `model = DDP(model, device_ids=..., output_device=..., broadcast_buffers=False, ...)`
+(and drops `find_unused_parameters`, `gradient_as_bucket_view`, `static_graph`, `bucket_cap_mb`: FSDP2 has no buckets)
 as a statement, one wrap per file, with apex fully migrated, one autocast dtype, and `no_sync()` only as
 `with model.no_sync():`. Anything else (a wrap inside an expression, other DDP options such as
-`find_unused_parameters`, apex still in use, several wraps) is left as it is for a person to shard.""",
+`process_group` (FSDP2 takes a device mesh), apex still in use, several wraps) is left as it is for a person to shard.""",
      before="""
-model = DDP(model, find_unused_parameters=True)""",
+model = DDP(model, process_group=group)""",
      after="""
 # unchanged: A2A808 at the wrap""")
 
