@@ -196,6 +196,8 @@ class _Site:
         return new
 
     def _single_process(self) -> None:
+        if self._calls_to(("torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard")):
+            return  # already on FSDP2 (a second run)
         for w in _all_nodes(self.module, cst.With):
             if any(isinstance(i.item, cst.Call) and isinstance(i.item.func, cst.Attribute)
                    and i.item.func.attr.value == "no_sync" for i in w.items):  # type: ignore[attr-defined]
