@@ -103,6 +103,7 @@ class _Site:
         self.fixed: List[Tuple[cst.CSTNode, str, str]] = []
         self.later: List[Tuple[cst.CSTNode, str, str]] = []  # warnings reported when the rewrite is made
         self.needs_dcp: Set[str] = set()
+        self.notes: List[str] = []  # added to the A2A801 message
         self.covered: Set[int] = set()  # `.module` attributes inside a rewritten checkpoint call
 
     # -- finding things --------------------------------------------------------------------------
@@ -143,7 +144,8 @@ class _Site:
                                               "`fully_shard`")
         call = wraps[0]
         stmt = self._statement_of(call)
-        target, model = self._wrap_shape(stmt, call)
+        target, model, expr = self._wrap_shape(stmt, call)
+        base_name = model
         block = self.parent[id(stmt)]
         if not isinstance(block, (cst.Module, cst.IndentedBlock)):
             raise _Refuse(call, "A2A808", "the DDP wrap is not a plain statement")
@@ -154,7 +156,10 @@ class _Site:
         param_dtype = self._param_dtype(call, scope, body[:at])
         moved = self._optimizer_moves(scope, body, at, model, call)
         shard_lines = [f"{policy_name} = MixedPrecisionPolicy(param_dtype={param_dtype}, reduce_dtype=torch.float32)"]
-        blocks_attr = self._repeated_blocks(body[:at], model)
+        blocks_attr = self._repeated_blocks(body[:at], model) if model else None
+        if expr is not None:  # `ddp = DDP(model.to(rank))`: the module first (`.to` returns it), then its shards
+            shard_lines.append(f"{target} = {expr}")
+            model = target
         if blocks_attr:
             var = self._fresh(scope, "block")
             shard_lines.append(f"for {var} in {model}.{blocks_attr}:\n    fully_shard({var}, mp_policy={policy_name})")
@@ -166,7 +171,7 @@ class _Site:
         shard_lines.append(root if target == model else f"{target} = {root}")
         new_stmts = [cst.parse_statement(s + "\n", config=self.module.config_for_parsing) for s in shard_lines]
         new_stmts[0] = new_stmts[0].with_changes(leading_lines=stmt.leading_lines)
-        names = {target, model}
+        names = {target, model} | ({base_name} if base_name else set())
         after = body[at + 1:]
         moved_stmts = [self._rewrite_uses(s, names, target) for s in moved]
         self.replace[id(stmt)] = cst.FlattenSentinel([*new_stmts, *moved_stmts])
@@ -183,6 +188,7 @@ class _Site:
             self._plan_uses(s, names, target)
         dropped = [a.keyword.value for a in call.args if a.keyword is not None]
         note = f" ({', '.join(dropped)} dropped)" if dropped else ""
+        note += "".join(f"; {n}" for n in self.notes)
         self.fixed.append((call, "A2A801", f"DDP -> `fully_shard` {'per block of `' + model + '.' + blocks_attr + '`, then ' if blocks_attr else ''}"
                                            f"the root, with MixedPrecisionPolicy(param_dtype={param_dtype}){note}"))
         if moved:
@@ -214,21 +220,31 @@ class _Site:
             self.ctx.report(optims[0], "A2A802", "single-process training (no DDP wrap, no process group): FSDP needs "
                                                  "a process group; left on the default target")
 
-    def _wrap_shape(self, stmt: cst.CSTNode, call: cst.Call) -> Tuple[str, str]:
+    def _wrap_shape(self, stmt: cst.CSTNode, call: cst.Call) -> Tuple[str, Optional[str], Optional[str]]:
+        """(the wrap's target name, the wrapped model's name, the wrapped expression's code when it is not a
+        plain name: `model.to(rank)` names `model`; a constructor call names none)."""
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
                 and stmt.body[0].value is call and len(stmt.body[0].targets) == 1
                 and isinstance(stmt.body[0].targets[0].target, cst.Name)):
             raise _Refuse(call, "A2A808", "the DDP wrap is not `name = DDP(model, ...)`: shard the model by hand")
         pos = [a for a in call.args if a.keyword is None]
-        if len(pos) != 1 or pos[0].star or not isinstance(pos[0].value, cst.Name):
-            raise _Refuse(call, "A2A808", "the DDP wrap's model is not a plain name")
+        if len(pos) != 1 or pos[0].star or isinstance(pos[0].value, (cst.Lambda, cst.NamedExpr, cst.Await, cst.Yield)):
+            raise _Refuse(call, "A2A808", "the DDP wrap's model is not one plain expression")
         for a in call.args:
             if a.keyword is not None and a.keyword.value not in DROPPED_DDP_ARGS:
                 raise _Refuse(call, "A2A808", f"DDP option `{a.keyword.value}` has no fsdp2 rewrite here: shard by hand")
             if a.keyword is not None and a.keyword.value == "broadcast_buffers" and \
                     not (isinstance(a.value, cst.Name) and a.value.value == "False"):
                 raise _Refuse(call, "A2A808", "DDP broadcasts buffers from rank 0 here; FSDP2 does not: shard by hand")
-        return stmt.body[0].targets[0].target.value, pos[0].value.value
+        target = stmt.body[0].targets[0].target.value
+        value = pos[0].value
+        if isinstance(value, cst.Name):
+            return target, value.value, None
+        base = value
+        while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) \
+                and base.func.attr.value in ("to", "cuda", "cpu"):
+            base = base.func.value
+        return target, (base.value if isinstance(base, cst.Name) else None), code_of(value)
 
     def _fresh(self, scope: cst.CSTNode, base: str) -> str:
         used = names_read(scope) | {n for s in _all_nodes(scope, cst.Name) for n in [s.value]}  # type: ignore
@@ -243,7 +259,8 @@ class _Site:
         dtypes: Set[str] = set()
         flags: Set[str] = set()
         flag_nodes: List[cst.BaseExpression] = []
-        for ac in self._calls_to(("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast")):
+        self._autocasts = self._calls_to(("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"))
+        for ac in self._autocasts:
             for a in ac.args:
                 if a.keyword is not None and a.keyword.value == "dtype":
                     dtypes.add(code_of(a.value))
@@ -253,6 +270,11 @@ class _Site:
                         flag_nodes.append(a.value)
                 elif a.keyword is None and a is not ac.args[0]:
                     raise _Refuse(ac, "A2A808", "autocast with positional options: the fsdp2 policy cannot be read")
+        if not dtypes and not self._autocasts:
+            # no autocast here: the forward may run under one elsewhere; full-precision parameters are right either way
+            self.notes.append("no autocast in this file, so float32 parameters: set `param_dtype` to the autocast "
+                              "dtype if the forward runs under one elsewhere")
+            return "torch.float32"
         if not dtypes:
             dtypes.add("torch.bfloat16" if self.ctx.options.dtype == "bfloat16" else "torch.float16")
         if len(dtypes) > 1 or len(flags) > 1:
@@ -270,6 +292,9 @@ class _Site:
             bound |= {p.name.value for p in scope.params.params + scope.params.kwonly_params + scope.params.posonly_params}
         for s in before:
             bound |= assigned_names(s)
+        for line in _all_nodes(scope, cst.SimpleStatementLine):  # assigned anywhere in the scope before the wrap
+            if self._before(line, call) and not self._inside_def(line, scope):
+                bound |= {n.split(".")[0] for n in assigned_names(line)}
         bound |= {n for s in self.module.body for n in assigned_names(s)}
         if not names_read(flag) <= bound or any(isinstance(n, cst.Call) for n in _all_nodes(flag, cst.Call)):
             raise _Refuse(call, "A2A808", f"autocast is switched by `{code_of(flag)}`, which is not known at the wrap: "
@@ -490,6 +515,15 @@ class _Site:
                                                         "its optimizer: use `torch.distributed.checkpoint.state_dict`'s "
                                                         "get_/set_model_state_dict (and the optimizer pair), on every rank"))
 
+    def _inside_def(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """`node` sits in a function or class nested in `scope`."""
+        cur = self.parent.get(id(node))
+        while cur is not None and cur is not scope:
+            if isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return True
+            cur = self.parent.get(id(cur))
+        return False
+
     def _inside(self, node: cst.CSTNode, outer: cst.CSTNode) -> bool:
         cur = self.parent.get(id(node))
         while cur is not None:
@@ -555,6 +589,9 @@ class _Hoisted:
 
 def _repeats(call: cst.Call) -> bool:
     """A container call of repeated layers: a comprehension, or a list of calls to one callee."""
+    if len(call.args) >= 2 and not any(a.star or a.keyword for a in call.args):  # nn.Sequential(Block(), Block())
+        return all(isinstance(a.value, cst.Call) for a in call.args) and \
+            len({code_of(a.value.func) for a in call.args}) == 1  # type: ignore[attr-defined]
     if len(call.args) != 1:
         return False
     v = call.args[0].value
