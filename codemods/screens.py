@@ -77,14 +77,27 @@ HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"
 LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler", b"apex"))  # apex: migrated here
 SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_parameter)
 
+_FSDP2_SHAPE = re.compile(rb"DistributedDataParallel|\bDDP\b|autocast|GradScaler|^[ \t]*(?:from|import)[ \t]+apex\b", re.M)
+
+
+def _may_shard(data: bytes, module_name: str = "") -> bool:
+    """A DDP wrap, autocast or GradScaler, or an apex import (codemods/fsdp2.py, `--target fsdp2` only)."""
+    return _FSDP2_SHAPE.search(data) is not None
+
+
+# `--target fsdp2` only (the codemod returns at once under the default target)
+FSDP2 = Screen("fsdp2", (b"DistributedDataParallel", b"DDP", b"autocast", b"GradScaler", b"apex"), _may_shard)
+
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               LAUNCH_LINES, IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT)
+                               LAUNCH_LINES, IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT,
+                               FSDP2)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
 BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, LAUNCH_LINES,
-                               IMPORTS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, MANUAL_SCALING, HAZARDS)
+                               IMPORTS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, FSDP2, MANUAL_SCALING,
+                               HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(

@@ -46,6 +46,8 @@ def common_options(f):
         click.option("--select", multiple=True, help="Only these rule codes (prefix match, comma separated)."),
         click.option("--ignore", multiple=True, help="Skip these rule codes (prefix match, comma separated)."),
         click.option("--dtype", type=DTYPES, default=None, help="Autocast dtype: float16 (GradScaler) or bfloat16 (no scaler)."),
+        click.option("--target", type=click.Choice(["ddp", "fsdp2"]), default=None,
+                     help="Migration target: ddp (autocast + GradScaler, default) or fsdp2 (fully_shard, torch >= 2.6)."),
         click.option("--min-torch", default=None, help="Lowest torch version the migrated code must support (e.g. 2.1)."),
         click.option("--exclude", multiple=True, help="Glob of files or folders to skip (repeatable)."),
         click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default: number of cores)."),
@@ -74,7 +76,7 @@ def common_options(f):
 
 
 def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool,
-                  cache_dir: Optional[str] = None) -> RunConfig:
+                  cache_dir: Optional[str] = None, target: Optional[str] = None) -> RunConfig:
     """Settings from `[tool.apex2amp]`, overridden by the command line."""
     from .config import load_config
     file_cfg = load_config(paths, config_path)
@@ -86,8 +88,12 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
     dt = _norm_dtype(dtype) or _norm_dtype(file_cfg.get("dtype")) or "float16"
     mt = _parse_version(min_torch) if min_torch else (
         _parse_version(str(file_cfg["min-torch"])) if file_cfg.get("min-torch") else (2, 4))
+    target = target or file_cfg.get("target") or "ddp"
+    if target == "fsdp2":
+        from .target_floor import fsdp2_min_torch
+        mt = fsdp2_min_torch(mt, explicit=bool(min_torch or file_cfg.get("min-torch")))
     excludes = list(exclude) + list(file_cfg.get("exclude", []))
-    return RunConfig(options=Options(dtype=dt, min_torch=mt), select=Selection(sel, ign), excludes=excludes,
+    return RunConfig(options=Options(dtype=dt, min_torch=mt, target=target), select=Selection(sel, ign), excludes=excludes,
                      write=write, jobs=jobs if jobs is not None else (os.cpu_count() or 1),
                      per_file_ignores=file_cfg.get("per-file-ignores", {}), cache_dir=cache_dir)
 
@@ -105,7 +111,7 @@ def _cache_dir(paths, config_path, use_cache: bool, cache_dir: Optional[str]) ->
 
 def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet,
                  verbose, show_ignored, color, config_path, verify_json=None, diff: bool = False,
-                 use_cache: bool = False, cache_dir: Optional[str] = None) -> int:
+                 use_cache: bool = False, cache_dir: Optional[str] = None, target: Optional[str] = None) -> int:
     """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
     from .config import ConfigError
     from .output import progress, wants_progress
@@ -120,7 +126,7 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     try:
         config = _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path,
                                write=(mode == "rewrite" and not diff),
-                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir))
+                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir), target=target)
     except (click.BadParameter, ConfigError, ValueError) as e:
         click.echo(f"error: {getattr(e, 'message', None) or e}", err=True)
         return 2
@@ -195,23 +201,23 @@ def console_main() -> None:
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
-def rewrite(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
+def rewrite(paths, select, ignore, dtype, target, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
             show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
     """Rewrite files in place (or print a diff with --diff)."""
     sys.exit(_run_command("rewrite", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
                           quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
-                          use_cache=use_cache, cache_dir=cache_dir))
+                          use_cache=use_cache, cache_dir=cache_dir, target=target))
 
 
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Also print the diff of what rewrite would change.")
-def check(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
+def check(paths, select, ignore, dtype, target, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
           show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
     """Write nothing; list what rewrite would change and every finding."""
     sys.exit(_run_command("check", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
                           quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
-                          use_cache=use_cache, cache_dir=cache_dir))
+                          use_cache=use_cache, cache_dir=cache_dir, target=target))
 
 
 @main.command()

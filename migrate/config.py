@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify"}
+KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify", "target"}
 VERIFY_KEYS = {"modes", "resume-args", "save-args", "resume-at"}
 DTYPE_VALUES = ("float16", "bfloat16", "fp16", "bf16")
 MIN_SUPPORTED_TORCH = (1, 10)
@@ -350,6 +350,10 @@ def validate(table: Dict[str, Any], path: str) -> Dict[str, Any]:
             norm[k] = value
         elif k == "verify":
             norm[k] = _verify_table(value, path)
+        elif k == "target":
+            if value not in ("ddp", "fsdp2"):
+                raise ConfigError(f"{path}: [tool.apex2amp] target must be \"ddp\" or \"fsdp2\", not {value!r}")
+            norm[k] = value
     norm["path"] = path
     return norm
 
