@@ -2,14 +2,14 @@
 
 Order matters: API rewrites first, then launch changes, then apex import removal (which only drops
 imports the earlier rewrites left unused), then the lints of the migrated code (fp16 hazards, calls
-missing the scaler (A2A701), checkpoints (A2A704)).
+missing the scaler (A2A701), checkpoints (A2A704), restores from apex's checkpoint key (A2A107)).
 """
 from __future__ import annotations
 
 from typing import List
 
-from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_lint, cuda_amp, hazards, imports, launch,
-               lint_autocast_modes, manual_scaling, scaler_calls)
+from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_followup, checkpoint_lint, cuda_amp,
+               hazards, imports, launch, lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
 from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
@@ -28,6 +28,7 @@ def all_codemods() -> List[Codemod]:
         lint_autocast_modes.AutocastModeLint(),
         scaler_calls.MissingScalerArgumentLint(),
         checkpoint_lint.NativeCheckpointLint(),
+        checkpoint_followup.ApexCheckpointFollowUp(),
     ]
 
 

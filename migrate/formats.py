@@ -295,7 +295,9 @@ def _gh_prop(text: str) -> str:
 
 
 def _gh_level(fr: FileResult, f: Finding) -> str:
-    if f.severity == INFO or (f.fixed and fr.written):
+    """`notice` for notes and for fixes, applied or pending (GitHub shows 10 warnings a step: those are
+    left to what needs a human)."""
+    if f.severity == INFO or f.fixed:
         return "notice"
     return "warning"
 
@@ -309,7 +311,7 @@ def render_github(result: RunResult, mode: str, show_ignored: bool = False) -> s
             lines.append(f"::error file={path},title=apex2amp::{_gh_data(fr.error)}")
             continue
         if fr.changed and not fr.written:
-            lines.append(f"::warning file={path},title=apex2amp::{_gh_data('apex2amp rewrite would change this file')}")
+            lines.append(f"::notice file={path},title=apex2amp::{_gh_data('apex2amp rewrite would change this file')}")
         for f in visible_findings(fr, show_ignored):
             line = shown_line(fr, f, mode)
             props = [f"file={path}"]
@@ -323,9 +325,11 @@ def render_github(result: RunResult, mode: str, show_ignored: bool = False) -> s
                 msg = f"[cell {f.cell}] {msg}"
             lines.append(f"::{_gh_level(fr, f)} {','.join(props)}::{_gh_data(f'{f.code} {msg}')}")
     s = summary_dict(result, mode)
+    wrote = mode == "rewrite" and s["written"]
+    fixes = sum(1 for fr in result.files for f in fr.findings if f.fixed and not f.ignored)
     lines.append(f"apex2amp: {s['scanned']} file(s) scanned, {s['changed']} "
-                 f"{'changed' if mode == 'rewrite' and s['written'] else 'to change'}, "
-                 f"{s['open']} finding(s) to review, {s['errors']} error(s)")
+                 f"{'changed' if wrote else 'to change'}, {s['errors']} error(s); "
+                 f"{fixes} {'fixed' if wrote else 'fixable'}, {s['open']} need review")
     return "\n".join(lines) + "\n"
 
 

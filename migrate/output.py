@@ -101,28 +101,32 @@ def finding_lines(result: RunResult, mode: str, show_ignored: bool = False, colo
                 continue
             line = f.new_line if (mode == "rewrite" and fr.written and f.new_line) else f.line
             tag = " (ignored)" if f.ignored else ""
-            cell = f" [cell {f.cell}]" if f.cell is not None else ""
-            loc = f"{display_path(fr.path)}:{line}:{max(f.col, 1)}:"
+            cell = f"cell {f.cell}:" if f.cell is not None else ""  # ruff's `nb.ipynb:cell 3:2:1:`
+            loc = f"{display_path(fr.path)}:{cell}{line}:{max(f.col, 1)}:"
             code = f.code
             if color:
                 loc = click.style(loc, bold=True)
                 code = click.style(code, fg=_CODE_COLOUR.get(f.severity, "yellow"), bold=True)
-            rows.append((fr.path, line, f.col, f.code, f"{loc}{cell} {code} {f.message}{tag}"))
-    rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
-    return [r[4] for r in rows]
+            mark = " [*]" if f.fixed else ""  # ruff's mark of a fixable (here: fixed or pending) finding
+            rows.append((fr.path, f.cell or 0, line, f.col, f.code,
+                         f"{loc} {code}{mark} {f.message}{tag}"))
+    rows.sort(key=lambda r: r[:5])
+    return [r[5] for r in rows]
 
 
 def summary_line(result: RunResult, mode: str, diff: bool) -> str:
-    """The one-line summary printed at the end of a text run."""
+    """The one-line summary printed at the end of a text run; it ends with what was fixed (rewrite) or
+    is fixable (check, --diff) and what needs a human: "..., 12 fixed, 2 need review"."""
     open_n = len(result.open_findings())
     ignored = sum(1 for fr in result.files for f in fr.findings if f.ignored)
+    fixes = sum(1 for fr in result.files for f in fr.findings if f.fixed and not f.ignored)
     changed = len(result.changed)
-    verb = "changed" if mode == "rewrite" and not diff else "to change"
-    text = (f"{result.scanned} file(s) scanned, {changed} {verb}, {open_n} finding(s) to review, "
-            f"{len(result.errors)} error(s)")
+    wrote = mode == "rewrite" and not diff
+    verb = "changed" if wrote else "to change"
+    text = f"{result.scanned} file(s) scanned, {changed} {verb}, {len(result.errors)} error(s)"
     if ignored:
         text += f", {ignored} ignored"
-    return text
+    return text + f"; {fixes} {'fixed' if wrote else 'fixable'}, {open_n} need review"
 
 
 def wants_progress(n_files: int, quiet: bool, stream=None) -> bool:

@@ -46,7 +46,7 @@ def test_clean_run_exits_zero_and_second_run_of_fixable_file_is_clean(tmp_path):
     assert "rewrote train_amp.py" in first.stdout
     second = cli(["rewrite", "train_amp.py"], cwd=work)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "0 changed, 0 finding(s) to review, 0 error(s)" in second.stdout
+    assert "0 changed, 0 error(s); 0 fixed, 0 need review" in second.stdout
     (tmp_path / "clean.py").write_text("def add(a, b):\n    return a + b\n")
     only_clean = cli(["check", "clean.py"], cwd=tmp_path)
     assert only_clean.returncode == 0 and only_clean.stderr == ""
