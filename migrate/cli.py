@@ -53,11 +53,12 @@ def common_options(f):
                      help="Output format for findings."),
         click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a Markdown migration report."),
         click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-                     help="Write json/sarif output to this file instead of stdout."),
+                     help="Write the output (any --format; with --diff, the patch) to this file instead of stdout."),
         click.option("--quiet", "-q", is_flag=True, help="Only errors and the exit code."),
         click.option("--verbose", "-v", is_flag=True, help="Also list unchanged files."),
         click.option("--show-ignored", is_flag=True, help="List findings suppressed by `# apex2amp: ignore`."),
-        click.option("--color/--no-color", default=None, help="Colour output (default: when on a terminal)."),
+        click.option("--color/--no-color", default=None,
+                     help="Colour output (default: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                      help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
         click.option("--verify-json", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -65,8 +66,8 @@ def common_options(f):
         click.option("--cache/--no-cache", "use_cache", default=True,
                      help="Reuse results of unchanged files from earlier runs (default: on)."),
         click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-                     help="Cache folder (default: .apex2amp_cache beside pyproject.toml, else here; "
-                          "or APEX2AMP_CACHE_DIR)."),
+                     help="Cache folder (default: .apex2amp_cache beside the project's pyproject.toml, the "
+                          "closest above the first path, else in the working folder; or APEX2AMP_CACHE_DIR)."),
     ]
     for o in reversed(opts):
         f = o(f)

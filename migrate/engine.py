@@ -90,8 +90,18 @@ def _python_parse_error(text: str) -> Optional[str]:
     return None
 
 
-def _parse_error(e: Exception) -> str:
+def _parse_error(e: Exception, text: Optional[str] = None) -> str:
+    """Why `text` does not parse; at CPython's line and column (libcst's lag a line behind when a
+    statement is cut short) when CPython's own parser rejects it too."""
     if isinstance(e, cst.ParserSyntaxError):
+        if text is not None:
+            import ast
+            try:
+                ast.parse(text)
+            except SyntaxError as why:
+                return f"syntax error at line {why.lineno or 0}, column {why.offset or 0}: {why.msg}"
+            except (ValueError, RecursionError, MemoryError):
+                pass
         msg = str(e).strip().splitlines()
         head = msg[0] if msg else "syntax error"
         return f"syntax error at line {e.raw_line}, column {e.raw_column}: {head}"
@@ -219,7 +229,7 @@ def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Op
             cst.parse_module(text)
         except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
             _guard(e)
-            return Result(text, text, error=_parse_error(e))
+            return Result(text, text, error=_parse_error(e, text))
     return result
 
 
@@ -242,7 +252,7 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
             module = _parse(text)
         except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
             _guard(e)
-            return Result(text, text, error=_parse_error(e))
+            return Result(text, text, error=_parse_error(e, text))
         ctx = new_context()
         current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:

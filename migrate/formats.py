@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
@@ -40,6 +41,25 @@ def display_path(path: str) -> str:
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
         return path
     return rel
+
+
+_AT_LINE = re.compile(r"^syntax error at line (\d+)(?:, column (\d+))?: ")
+
+
+def error_location(error: str) -> Tuple[int, int, str]:
+    """(line, column, message) of a file's error: a syntax error's CPython position moves to the front
+    (`path:4:7: error: syntax error: invalid syntax`, as ruff and compilers print it); (0, 0, error) else."""
+    m = _AT_LINE.match(error)
+    if not m:
+        return 0, 0, error
+    return int(m.group(1)), max(int(m.group(2) or 1), 1), "syntax error: " + error[m.end():]
+
+
+def error_text(path: str, error: str) -> str:
+    """The one line a file's error is printed as: `path:line:col: error: ...` or `path: error: ...`."""
+    line, col, message = error_location(error)
+    where = f"{display_path(path)}:{line}:{col}" if line else display_path(path)
+    return f"{where}: error: {message}"
 
 
 def shown_line(fr: FileResult, f: Finding, mode: str) -> int:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import io
+import os
 import re
 import sys
 from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
@@ -17,7 +19,7 @@ from codemods.records import FIX, INFO, WARNING
 
 if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a run) must not wait for
     from .engine import FileResult, RunResult
-from .formats import display_path
+from .formats import display_path, error_text
 from .linediff import shared_ends
 
 PROGRESS_MIN_FILES = 50
@@ -129,6 +131,19 @@ def summary_line(result: RunResult, mode: str, diff: bool) -> str:
     return text + f"; {fixes} {'fixed' if wrote else 'fixable'}, {open_n} need review"
 
 
+def wants_color(stream) -> bool:
+    """Colour by the conventions of no-color.org and force-color.org: a non-empty NO_COLOR turns it
+    off, then a non-empty FORCE_COLOR on; otherwise only on a terminal (--color/--no-color decide first)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def wants_progress(n_files: int, quiet: bool, stream=None) -> bool:
     """A progress bar only for long runs on an interactive stderr."""
     stream = stream or sys.stderr
@@ -155,7 +170,7 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
     """Print (or write) a run in the chosen format and return the exit code."""
     if result is None:
         return 2
-    use_color = sys.stdout.isatty() if color is None else color
+    use_color = wants_color(sys.stdout) if color is None else color
     if fmt != "text":
         from .formats import render
         text = render(result, fmt, mode=mode, show_ignored=show_ignored)
@@ -165,7 +180,7 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
         else:
             click.echo(text, nl=not text.endswith("\n"))
     for fr in result.errors:
-        click.echo(f"{display_path(fr.path)}: error: {fr.error}", err=True)
+        click.echo(error_text(fr.path, fr.error or ""), err=True)
     if report:
         from .report import write_report
         write_report(result, report, mode=mode, verify_json=verify_json, show_ignored=show_ignored)
@@ -176,6 +191,13 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
 
 def _emit_text(result: RunResult, mode: str, diff: bool, verbose: bool, show_ignored: bool, use_color: bool,
                output: Optional[str]) -> None:
+    if output and not diff:  # `--output FILE`: what stdout would show, uncoloured, in the file
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            _emit_text(result, mode, diff, verbose, show_ignored, False, None)
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(buf.getvalue())
+        return
     to_err = diff  # keep stdout a clean patch
     if diff:
         patch = "".join(unified_diff(fr) for fr in result.changed)
