@@ -12,7 +12,7 @@ import click
 from codemods.records import Options
 
 from . import __version__
-from .output import emit_run
+from .output import emit_run, folders_without_files
 from .settings import QUIET_GC, RunConfig, Selection
 
 PROGRESS_PROBE = 10 ** 9  # "would a long run get a bar here?" (stderr is a terminal, not --quiet)
@@ -111,8 +111,6 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     if not paths:
         paths = (".",)
     missing = [p for p in paths if not os.path.lexists(p)]
-    for p in missing:
-        click.echo(f"{p}: error: no such file or directory", err=True)
     if verify_json and not report:
         click.echo("error: --verify-json needs --report FILE.md", err=True)
         return 2
@@ -141,6 +139,14 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
         finally:
             if started is not None:
                 started.close()
+    if missing:  # errors of the run like any unreadable file: every format lists them, the exit code is 2
+        from .discovery import file_kind
+        from .engine import FileResult, RunResult
+        result = result if result is not None else RunResult()
+        result.files.extend(FileResult(p, file_kind(p) or "python", error="no such file or directory")
+                            for p in missing)
+    for folder in folders_without_files(result, existing):
+        click.echo(f"{folder}: warning: no Python files found (nothing to migrate here)", err=True)
     code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
                     verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
     if missing:

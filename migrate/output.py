@@ -19,7 +19,7 @@ from codemods.records import FIX, INFO, WARNING
 
 if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a run) must not wait for
     from .engine import FileResult, RunResult
-from .formats import display_path, error_text
+from .formats import display_path, error_text, patch_path, relative_note
 from .linediff import shared_ends
 
 PROGRESS_MIN_FILES = 50
@@ -42,7 +42,7 @@ def unified_diff(fr: FileResult) -> str:
     slide along repeated lines; an equally valid patch elsewhere."""
     a = _LINES.findall(fr.old_text)
     b = _LINES.findall(fr.new_text)
-    name = display_path(fr.path).replace("\\", "/")
+    name = patch_path(fr.path)
     head, tail = shared_ends(a, b)
     # the context, and as much again: where a change sits next to repeated lines (blank ones), difflib
     # may place it a few lines into the shared run, and its hunk then shows context from there
@@ -129,6 +129,20 @@ def summary_line(result: RunResult, mode: str, diff: bool) -> str:
     if ignored:
         text += f", {ignored} ignored"
     return text + f"; {fixes} {'fixed' if wrote else 'fixable'}, {open_n} need review"
+
+
+def folders_without_files(result: Optional[RunResult], paths) -> List[str]:
+    """The folders among `paths` in which the run found no file to look at (ruff warns of those)."""
+    if result is None:
+        return []
+    seen = [os.path.abspath(fr.path) for fr in result.files]
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            top = os.path.join(os.path.abspath(p), "")
+            if not any(s.startswith(top) for s in seen):
+                out.append(p)
+    return out
 
 
 def wants_color(stream) -> bool:
@@ -219,6 +233,7 @@ def _emit_text(result: RunResult, mode: str, diff: bool, verbose: bool, show_ign
     for fr in result.files:
         for n in fr.launch_notes:
             if isinstance(n, dict) and n.get("command"):
+                n = relative_note(n)
                 click.echo(f"launch: {display_path(str(n.get('path') or fr.path))}: {n['command']}", err=to_err)
                 if n.get("multi_node"):
                     click.echo(f"        multi-node: {n['multi_node']}", err=to_err)
