@@ -15,7 +15,6 @@ from . import __version__
 from .output import emit_run, folders_without_files
 from .settings import QUIET_GC, RunConfig, Selection
 
-PROGRESS_PROBE = 10 ** 9  # "would a long run get a bar here?" (stderr is a terminal, not --quiet)
 DTYPES = click.Choice(["float16", "bfloat16", "fp16", "bf16"])
 
 
@@ -107,7 +106,7 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
                  use_cache: bool = False, cache_dir: Optional[str] = None) -> int:
     """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
     from .config import ConfigError
-    from .output import progress, wants_progress
+    from .progress import RunProgress, stderr_is_terminal
     if not paths:
         paths = (".",)
     missing = [p for p in paths if not os.path.lexists(p)]
@@ -126,17 +125,13 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     if existing:
         from . import scout
         # the scout walks and screens the tree on another core while this process imports libcst
-        # (started first: on a terminal the progress bar's count walks the tree here meanwhile)
         started = scout.start(existing, config.excludes, config.jobs, config.cache_dir is not None, config.prefilter)
+        bar = RunProgress(stderr_is_terminal() and not quiet)
         try:
-            n_files = 0
-            if wants_progress(PROGRESS_PROBE, quiet):
-                from .discovery import discover
-                n_files = sum(1 for _ in discover(existing, config.excludes))
             from .engine import run
-            with progress(n_files, wants_progress(n_files, quiet)) as on_result:
-                result = run(existing, config, on_result=on_result, scout=started)
+            result = run(existing, config, on_result=bar, scout=started)
         finally:
+            bar.close()
             if started is not None:
                 started.close()
     if missing:  # errors of the run like any unreadable file: every format lists them, the exit code is 2

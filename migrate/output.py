@@ -1,6 +1,7 @@
 """Printing a run: changed files, diffs, findings (`path:line:col: CODE message`) and a summary.
 
-Colour and the progress bar appear only on a terminal (or with --color); piped output is plain.
+Colour appears only on a terminal (or with --color, FORCE_COLOR; never with NO_COLOR); piped output is
+plain. The progress bar: migrate/progress.py.
 With `--diff`, stdout carries only the patch; findings and the summary go to stderr.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import io
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import click
 
@@ -21,9 +22,6 @@ if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a 
     from .engine import FileResult, RunResult
 from .formats import display_path, error_text, patch_path, relative_note
 from .linediff import shared_ends
-
-PROGRESS_MIN_FILES = 50
-
 
 _CONTEXT = 3  # difflib's default: lines of context around each change
 _HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
@@ -156,26 +154,6 @@ def wants_color(stream) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def wants_progress(n_files: int, quiet: bool, stream=None) -> bool:
-    """A progress bar only for long runs on an interactive stderr."""
-    stream = stream or sys.stderr
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return tty and not quiet and n_files > PROGRESS_MIN_FILES
-
-
-@contextlib.contextmanager
-def progress(n_files: int, enabled: bool) -> Iterator[Optional[Callable[[FileResult], None]]]:
-    """A per-file callback that advances a stderr progress bar (None when disabled)."""
-    if not enabled:
-        yield None
-        return
-    with click.progressbar(length=n_files, label="apex2amp", file=sys.stderr, show_pos=True) as bar:
-        yield lambda fr: bar.update(1)
 
 
 def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, report: Optional[str],
