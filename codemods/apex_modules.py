@@ -275,6 +275,11 @@ def ensure_import(module: cst.Module, stmt_code: str, bound: bool) -> cst.Module
     """Add a top-level import (e.g. `import torch`) after the module's leading imports unless `bound`."""
     if bound:
         return module
+    if stmt_code.startswith("import ") and " as " not in stmt_code:
+        from .importing import place_sorted_import
+        placed = place_sorted_import(module, stmt_code[len("import "):].strip())
+        if placed is not None:  # an isort-sorted import block stays sorted
+            return placed
     new_stmt = templates.statement(stmt_code)
     body = list(module.body)
     insert_at = 0

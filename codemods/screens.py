@@ -76,6 +76,15 @@ HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"
                  _may_have_hazard)
 LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler", b"apex"))  # apex: migrated here
 SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_parameter)
+_SCALER_FROM_AMP_KEY = re.compile(rb"""[Ss]caler\s*\.\s*load_state_dict\s*\([^)]*['"]amp['"]""")
+
+
+def _restores_scaler_from_amp_key(data: bytes, module_name: str = "") -> bool:
+    """`scaler.load_state_dict(ckpt["amp"])` (codemods/checkpoint_followup.py)."""
+    return _SCALER_FROM_AMP_KEY.search(data) is not None
+
+
+CHECKPOINT_FOLLOWUP = Screen("checkpoint_followup", (b"load_state_dict",), _restores_scaler_from_amp_key)
 
 _FSDP2_SHAPE = re.compile(rb"DistributedDataParallel|\bDDP\b|autocast|GradScaler|^[ \t]*(?:from|import)[ \t]+apex\b", re.M)
 
@@ -91,13 +100,13 @@ FSDP2 = Screen("fsdp2", (b"DistributedDataParallel", b"DDP", b"autocast", b"Grad
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
                                LAUNCH_LINES, IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT,
-                               FSDP2)
+                               CHECKPOINT_FOLLOWUP, FSDP2)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
 BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, LAUNCH_LINES,
-                               IMPORTS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, FSDP2, MANUAL_SCALING,
-                               HAZARDS)
+                               IMPORTS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, CHECKPOINT_FOLLOWUP, FSDP2,
+                               MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(

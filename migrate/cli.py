@@ -12,10 +12,9 @@ import click
 from codemods.records import Options
 
 from . import __version__
-from .output import emit_run
+from .output import emit_run, folders_without_files
 from .settings import QUIET_GC, RunConfig, Selection
 
-PROGRESS_PROBE = 10 ** 9  # "would a long run get a bar here?" (stderr is a terminal, not --quiet)
 DTYPES = click.Choice(["float16", "bfloat16", "fp16", "bf16"])
 
 
@@ -55,11 +54,12 @@ def common_options(f):
                      help="Output format for findings."),
         click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a Markdown migration report."),
         click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-                     help="Write json/sarif output to this file instead of stdout."),
+                     help="Write the output (any --format; with --diff, the patch) to this file instead of stdout."),
         click.option("--quiet", "-q", is_flag=True, help="Only errors and the exit code."),
         click.option("--verbose", "-v", is_flag=True, help="Also list unchanged files."),
         click.option("--show-ignored", is_flag=True, help="List findings suppressed by `# apex2amp: ignore`."),
-        click.option("--color/--no-color", default=None, help="Colour output (default: when on a terminal)."),
+        click.option("--color/--no-color", default=None,
+                     help="Colour output (default: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                      help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
         click.option("--verify-json", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -67,8 +67,8 @@ def common_options(f):
         click.option("--cache/--no-cache", "use_cache", default=True,
                      help="Reuse results of unchanged files from earlier runs (default: on)."),
         click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-                     help="Cache folder (default: .apex2amp_cache beside pyproject.toml, else here; "
-                          "or APEX2AMP_CACHE_DIR)."),
+                     help="Cache folder (default: .apex2amp_cache beside the project's pyproject.toml, the "
+                          "closest above the first path, else in the working folder; or APEX2AMP_CACHE_DIR)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -114,12 +114,10 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
                  use_cache: bool = False, cache_dir: Optional[str] = None, target: Optional[str] = None) -> int:
     """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
     from .config import ConfigError
-    from .output import progress, wants_progress
+    from .progress import RunProgress, stderr_is_terminal
     if not paths:
         paths = (".",)
     missing = [p for p in paths if not os.path.lexists(p)]
-    for p in missing:
-        click.echo(f"{p}: error: no such file or directory", err=True)
     if verify_json and not report:
         click.echo("error: --verify-json needs --report FILE.md", err=True)
         return 2
@@ -135,23 +133,28 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     if existing:
         from . import scout
         # the scout walks and screens the tree on another core while this process imports libcst
-        # (started first: on a terminal the progress bar's count walks the tree here meanwhile)
         started = scout.start(existing, config.excludes, config.jobs, config.cache_dir is not None, config.prefilter)
+        bar = RunProgress(stderr_is_terminal() and not quiet)
         try:
-            n_files = 0
-            if wants_progress(PROGRESS_PROBE, quiet):
-                from .discovery import discover
-                n_files = sum(1 for _ in discover(existing, config.excludes))
             from .engine import run
             from .interrupts import interrupted_exit, sigterm_interrupts
             try:
-                with sigterm_interrupts(), progress(n_files, wants_progress(n_files, quiet)) as on_result:
-                    result = run(existing, config, on_result=on_result, scout=started)
+                with sigterm_interrupts():
+                    result = run(existing, config, on_result=bar, scout=started)
             except KeyboardInterrupt as e:  # also migrate.write_groups.Interrupted
                 return interrupted_exit(e, config.write)
         finally:
+            bar.close()
             if started is not None:
                 started.close()
+    if missing:  # errors of the run like any unreadable file: every format lists them, the exit code is 2
+        from .discovery import file_kind
+        from .engine import FileResult, RunResult
+        result = result if result is not None else RunResult()
+        result.files.extend(FileResult(p, file_kind(p) or "python", error="no such file or directory")
+                            for p in missing)
+    for folder in folders_without_files(result, existing):
+        click.echo(f"{folder}: warning: no Python files found (nothing to migrate here)", err=True)
     code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
                     verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
     if missing:
