@@ -225,12 +225,15 @@ if scaler.get_scale() < before:
     skipped += 1""")
 
 NO_REGION = rule(
-    "A2A116", "autocast-region-not-found", "forward pass not found next to the backward: add `torch.autocast` by hand",
+    "A2A116", "autocast-region-not-found", "forward pass not found next to the backward: the module's amp code is left as it is",
     fixes=False, severity=WARNING,
     why="""
-The loss could not be traced to statements before the backward in the same function (or the range
-holds statements that must stay outside autocast), so no region was inserted. Without it the model
-runs in fp32.""",
+The loss could not be traced to a forward pass before the backward in the same function (a call of
+the amp model, of a model passed in as a parameter, or of a `self.<attr>`), or the range holds
+statements that must stay outside autocast, and no caller in the module passes the loss in. A
+region around the loss alone, or none, would train the mixed-precision mode in fp32 behind a
+GradScaler, so the module's amp code is left as it is (with a backward helper whose callers are all
+in other files, too). Put the forward next to the loss, or add the region by hand.""",
     before="""
 loss = self.loss  # computed elsewhere
 with amp.scale_loss(loss, opt) as s:
