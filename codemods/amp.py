@@ -286,7 +286,10 @@ class _Analysis:
             for b in apex_branches:
                 self.dropped.append(b[1])
             tests = [b[0] for b in apex_branches if b[0] is not None]
-            if any(b[0] is None for b in keep) or not tests:
+            if id(chain_top) in modes.rerouted:
+                self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays, and the "
+                                                      "apex choice now selects it (A2A130)", fixed=True)
+            elif any(b[0] is None for b in keep) or not tests:
                 self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays (select it "
                                                       "instead of apex)", fixed=True)
             else:
@@ -1238,7 +1241,8 @@ class _Analysis:
                     f"{self.scaler_target()}[{_code(f.value.slice[0].slice.value)}]"  # the same index
                 self.plan.replace_node[call] = _expr(f"{sc}.get_scale()")
                 self.user_funcs.add(self.func_of(call))
-                self.report(call, R.GET_SCALE, "`_amp_state.loss_scalers[i].loss_scale()` -> `scaler.get_scale()`",
+                index = _code(f.value.slice[0].slice.value) if self.loss_scalers is not None else "i"
+                self.report(call, R.GET_SCALE, f"`_amp_state.loss_scalers[{index}].loss_scale()` -> `{sc}.get_scale()`",
                             fixed=True)
                 return True
         return False
