@@ -95,6 +95,15 @@ def value_use(a, f: cst.FunctionDef) -> Optional[Refusal]:
     if f.decorators:
         return f, (f"`{name}` is decorated, so it may be registered and called with fixed arguments "
                    "(a callback): its signature cannot take the scaler")
+    if a.class_of(f) is None and a.func_of(f) is None:
+        key = facts_key(a.ctx.path, a.ctx.module_name)
+        where = [ref.partition(" ")[2] for ref in a.ctx.facts.foreign_value_refs.get(key, ())
+                 if ref.partition(" ")[0] == name]
+        if where:
+            return f, (f"`{name}` needs the scaler, but {where[0]} uses it as a value (a callback, "
+                       "`functools.partial`, a registry), so its callers are not in this run's reach: its "
+                       "signature cannot take the scaler; create the scaler where it is called, or pass it "
+                       "in the partial, by hand, then rerun")
     for n in a.index.names:
         if n.value != name or n is f.name:
             continue

@@ -978,11 +978,13 @@ def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed:
                                  pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
                                  data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
     """Pass 1 again, in this process, for the files whose methods got a scaler parameter that another
-    file references (`migrate.method_refs`): told so, their amp migration refuses instead."""
+    file references, or whose module-level functions did and another file uses as a value
+    (`migrate.method_refs`): told so, their amp migration refuses instead."""
     published = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_methods}
-    if not published:
+    exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
+    if not published and not exporting:
         return
-    from .method_refs import foreign_refs
+    from .method_refs import foreign_refs, foreign_value_refs
 
     def bytes_of(j: int) -> Optional[bytes]:
         data = data_of.get(j)
@@ -994,10 +996,14 @@ def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed:
         return data
 
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
+    told: Dict[int, RepoFacts] = {}
     for i, found in foreign_refs(published, python, bytes_of).items():
-        told = RepoFacts(foreign_method_refs=found)
-        pass_one[i] = pass_one_file(files[i], config, told)
-        facts.merge(told)
+        told.setdefault(i, RepoFacts()).foreign_method_refs.update(found)
+    for i, found in foreign_value_refs(exporting, python, bytes_of, lambda j: files[j].path).items():
+        told.setdefault(i, RepoFacts()).foreign_value_refs.update(found)
+    for i, t in told.items():
+        pass_one[i] = pass_one_file(files[i], config, t)
+        facts.merge(t)
 
 
 def _waits_for_a_helper(fr: FileResult) -> bool:
