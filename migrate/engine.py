@@ -642,7 +642,8 @@ def _run(paths: Sequence[str], config: RunConfig,
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
-        _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        told = _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        _refuse_held_callers(files, indexed, pass_one, kept, config, facts, told)
         for i in indexed:
             f, fr = pass_one[i]
             facts.merge(f)
@@ -976,24 +977,17 @@ def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: D
 
 def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                                  pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
-                                 data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
+                                 data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> Dict[int, RepoFacts]:
     """Pass 1 again, in this process, for the files whose methods got a scaler parameter that another
     file references, or whose module-level functions did and another file uses as a value
     (`migrate.method_refs`): told so, their amp migration refuses instead."""
     published = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_methods}
     exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
     if not published and not exporting:
-        return
+        return {}
     from .method_refs import foreign_refs, foreign_value_refs
 
-    def bytes_of(j: int) -> Optional[bytes]:
-        data = data_of.get(j)
-        if data is None:
-            try:
-                data = read_bytes(files[j].path)
-            except SourceError:
-                return None
-        return data
+    bytes_of = _bytes_reader(files, data_of)
 
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
     told: Dict[int, RepoFacts] = {}
@@ -1004,6 +998,53 @@ def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed:
     for i, t in told.items():
         pass_one[i] = pass_one_file(files[i], config, t)
         facts.merge(t)
+    return told
+
+
+def _bytes_reader(files: Sequence[discovery.Discovered], data_of: "_KeptBytes") -> Callable[[int], Optional[bytes]]:
+    def bytes_of(j: int) -> Optional[bytes]:
+        data = data_of.get(j)
+        if data is None:
+            try:
+                data = read_bytes(files[j].path)
+            except SourceError:
+                return None
+        return data
+    return bytes_of
+
+
+def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                         pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: "_KeptBytes",
+                         config: RunConfig, facts: RepoFacts, told: Dict[int, RepoFacts]) -> None:
+    """Pass 1 again for the files whose functions got a scaler parameter that a file keeping apex calls
+    (`migrate.held_callers`): told so, they keep the signature and their amp code; repeated while a
+    refusal makes another module keep apex."""
+    if not any(pass_one[i][0].scaler_functions for i in indexed):
+        return
+    from .held_callers import held_calls
+
+    bytes_of = _bytes_reader(files, data_of)
+    python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
+    for _ in range(len(indexed)):
+        run_facts = RepoFacts()
+        for i in indexed:
+            run_facts.merge(pass_one[i][0])
+        exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
+        again = []
+        for i, by_key in held_calls(exporting, python, run_facts, lambda j: files[j].path, bytes_of).items():
+            t = told.setdefault(i, RepoFacts())
+            for key, refs in by_key.items():
+                known = t.held_callers.setdefault(key, [])
+                fresh = [r for r in refs if r not in known]
+                if fresh:
+                    known.extend(fresh)
+                    if i not in again:
+                        again.append(i)
+        if not again:
+            return
+        for i in again:
+            pass_one[i] = pass_one_file(files[i], config, told[i])
+            facts.merge(told[i])
 
 
 def _waits_for_a_helper(fr: FileResult) -> bool:
