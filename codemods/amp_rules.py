@@ -361,8 +361,12 @@ SIGNATURE_KEPT = rule(
 A function that used apex's global state needs the GradScaler object. A new parameter is added only
 when every call site is found in this run and passes it. A method called on an instance elsewhere
 (`trainer.train(loader)` in another module), a function passed as a value (a callback, a hook,
-`functools.partial(step_fn, ...)`, `Engine(update)`, a decorator that registers it) or one nothing in
-the run calls would break its callers, so the module's amp code is left as it is. Keep the scaler
+`functools.partial(step_fn, ...)`, `Engine(update)`, a decorator that registers it, in this file or
+imported into another file of the run and used there as a value) or one nothing in the run calls
+would break its callers, so the module's amp code is left as it is. The same holds when a caller in
+another file cannot pass the scaler because that file keeps its apex code (its `apex` is a local
+apex.py, its amp migration is held back or refused) or has no amp code to make a scaler: the files of
+one migration migrate together, and the modules importing the helper keep `amp.initialize`. Keep the scaler
 where the code already reaches it: on the object (`self.scaler = scaler` in `__init__`, then
 `self.scaler` in the method), or in the enclosing function (a closure), then rerun.""",
     before="""

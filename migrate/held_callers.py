@@ -41,7 +41,7 @@ def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], fac
                 data = bytes_of(j) if j != i else None
                 if not data or not any(n.encode() in data for n in names):
                     continue
-                lines = _calls_without(data, module, names, param, _Resolver(path_of(j), path_of(i)))
+                lines = _calls_without(data, module, names, param, ImportResolver(path_of(j), path_of(i)))
                 if not lines:
                     continue
                 if j not in stays:
@@ -83,7 +83,7 @@ def _imported_parts(data: bytes) -> Set[str]:
     return out - {"", "apex"}
 
 
-class _Resolver:
+class ImportResolver:
     """Whether an import in the file at `importer` may reach the helper's file at `target`: the module
     it names is that file where the importer's import root (or folder, for a relative import) holds
     it, and any module of the same last name where it holds none (found elsewhere on sys.path)."""
@@ -107,7 +107,7 @@ class _Resolver:
 
 
 def _calls_without(data: bytes, module: str, names: Sequence[str], param: str,
-                   resolver: Optional[_Resolver] = None) -> List[Tuple[str, int]]:
+                   resolver: Optional[ImportResolver] = None) -> List[Tuple[str, int]]:
     """(name, line) of each call of one of `names`, imported from a module whose last name is `module`
     (by name, or as `mod.name(...)`) that `resolver` says may be the helper's file, that neither passes
     `param=` nor has `*args` / `**kwargs`."""

@@ -17,6 +17,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from codemods.base import RepoFacts
 
+from .held_callers import ImportResolver
+
 
 def foreign_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
                  bytes_of: Callable[[int], Optional[bytes]]) -> Dict[int, Dict[str, List[str]]]:
@@ -60,14 +62,14 @@ def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[i
                 if not data or not any(n.encode() in data for n in names):
                     continue
                 where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
-                for name, line in _value_uses(data, module, names):
+                for name, line in _value_uses(data, module, names, ImportResolver(path_of(j), path_of(i))):
                     hits.append(f"{name} {where}:{line}")
             if hits:
                 out.setdefault(i, {})[key] = hits
     return out
 
 
-def _value_uses(data: bytes, module: str, names: Sequence[str]) -> List[Tuple[str, int]]:
+def _value_uses(data: bytes, module: str, names: Sequence[str], resolver: "ImportResolver") -> List[Tuple[str, int]]:
     """(name, line) of each read of one of `names` (functions of `module`) that is not a call's callee."""
     try:
         tree = ast.parse(data)
@@ -75,7 +77,8 @@ def _value_uses(data: bytes, module: str, names: Sequence[str]) -> List[Tuple[st
         return []
     bound: Dict[str, str] = {}  # local name -> function name
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").rpartition(".")[2] == module:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").rpartition(".")[2] == module and \
+                resolver.reaches(node.module or "", node.level):
             for alias in node.names:
                 if alias.name == "*":
                     bound.update({n: n for n in names})
