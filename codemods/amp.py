@@ -734,8 +734,8 @@ class _Analysis:
             # a region around the loss alone would leave the forward, wherever it runs, in fp32
             self.report(anchor, R.NO_REGION, f"{self._model_not_called()} among the statements the loss is computed "
                                              "from: an autocast region around the loss alone would train in fp32; "
-                                             "put the forward pass next to the loss (or add `torch.autocast` around "
-                                             "it by hand)")
+                                             "if the forward pass runs elsewhere or under another name, put it next "
+                                             "to the loss (or add `torch.autocast` around it by hand)")
             self._no_region = "no autocast region can be placed at the forward pass the loss comes from"
             return
         for (b, f, l) in self._regions:
