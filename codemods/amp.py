@@ -872,6 +872,8 @@ class _Analysis:
                 return True
             if isinstance(f, cst.Attribute) and f.attr.value == "forward" and norm_code(f.value) in models:
                 return True
+            if models and _unwrapped(f) in models:
+                return True  # `model.module(x)`, `model.module.forward(x)`: the model inside a DDP wrapper
             if not models and isinstance(f, cst.Name) and f.value in callables:
                 return True
             if not models and isinstance(f, cst.Attribute) and f.attr.value == "forward" and (
@@ -1648,6 +1650,17 @@ class ApexAmpToTorchAmp(Codemod):
 
 
 # -- small helpers -------------------------------------------------------------------------------
+
+def _unwrapped(f: cst.BaseExpression) -> Optional[str]:
+    """`model` for `model.module` / `model.module.forward` (a DDP or DataParallel's wrapped model)."""
+    if isinstance(f, cst.Attribute) and f.attr.value == "forward":
+        f = f.value
+    if not (isinstance(f, cst.Attribute) and f.attr.value == "module"):
+        return None
+    while isinstance(f, cst.Attribute) and f.attr.value == "module":
+        f = f.value
+    return norm_code(f)
+
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
     return "__name__" in names_read(test)
