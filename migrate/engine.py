@@ -1016,9 +1016,9 @@ def _bytes_reader(files: Sequence[discovery.Discovered], data_of: "_KeptBytes") 
 def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                          pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: "_KeptBytes",
                          config: RunConfig, facts: RepoFacts, told: Dict[int, RepoFacts]) -> None:
-    """Pass 1 again for the files whose functions got a scaler parameter that a file keeping apex calls
-    (`migrate.held_callers`): told so, they keep the signature and their amp code; repeated while a
-    refusal makes another module keep apex."""
+    """Pass 1 again for the files whose functions got a scaler parameter that a call in another file
+    would still not pass after pass 2 (`migrate.held_callers`): told so, they keep the signature and
+    their amp code; repeated while a refusal makes another module keep apex."""
     if not any(pass_one[i][0].scaler_functions for i in indexed):
         return
     from .held_callers import held_calls
@@ -1029,9 +1029,21 @@ def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequenc
         run_facts = RepoFacts()
         for i in indexed:
             run_facts.merge(pass_one[i][0])
+        for t in told.values():
+            run_facts.merge(t)
         exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
+        texts: Dict[int, Optional[str]] = {}
+
+        def rewritten(j: int, run_facts: RepoFacts = run_facts, texts: Dict[int, Optional[str]] = texts
+                      ) -> Optional[str]:
+            """The text pass 2 would write for file j with these facts (None: unchanged)."""
+            if j not in texts:
+                fr = pass_one_file(files[j], config, run_facts)[1]
+                texts[j] = fr.new_text if fr is not None and fr.changed else None
+            return texts[j]
+
         again = []
-        for i, by_key in held_calls(exporting, python, run_facts, lambda j: files[j].path, bytes_of).items():
+        for i, by_key in held_calls(exporting, python, lambda j: files[j].path, bytes_of, rewritten).items():
             t = told.setdefault(i, RepoFacts())
             for key, refs in by_key.items():
                 known = t.held_callers.setdefault(key, [])

@@ -2,11 +2,12 @@
 
 The files of one cross-module migration migrate together or not at all. A call of a function that
 pass 1 gave a `scaler` parameter (`RepoFacts.scaler_functions`) is updated in pass 2 only when the
-calling module migrates too. It cannot when the caller's `apex` is a local `apex.py` (A2A160/A2A161:
-its apex code is never touched), when its own amp code is left as it is (`unmigrated_amp`, or an
-`amp.initialize` held back for an imported module that keeps apex), or when it has no amp code
-that could create or receive a scaler. Each such call is told to the helper's file, whose pass 1
-then keeps the signature (A2A126 naming the call): its module keeps apex, and so, in turn, do the
+calling module migrates too. It is not when the caller's `apex` is a local `apex.py` (A2A160/A2A161:
+its apex code is never touched), when its own amp code is left as it is (held back, refused, or an
+`amp.initialize` kept for an imported module that keeps apex), or when it has no amp code that
+could create or receive a scaler. The engine rewrites each caller as pass 2 would, in memory, with
+the facts so far; each call still without the scaler is told to the helper's file, whose pass 1
+then keeps the signature (A2A126 naming the call): its module keeps apex, and so, in turn, may the
 modules that import it, until nothing changes.
 """
 from __future__ import annotations
@@ -15,21 +16,20 @@ import ast
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from codemods.amp_threading import rescued
 from codemods.base import RepoFacts
 from codemods.records import module_root
 
-from . import apex_shadow, discovery
+from . import discovery
 
 Calls = Dict[int, Dict[str, List[str]]]  # helper file -> facts key -> ["name path:line", ...]
 
 
-def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], facts: RepoFacts,
-               path_of: Callable[[int], str], bytes_of: Callable[[int], Optional[bytes]]) -> Calls:
-    """The calls, in files that will not migrate, of the functions each file of `exporting` gave a
-    scaler parameter in pass 1 (`facts`: what pass 1 learned about the whole run)."""
+def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], path_of: Callable[[int], str],
+               bytes_of: Callable[[int], Optional[bytes]], rewritten: Callable[[int], Optional[str]]) -> Calls:
+    """The calls of the functions each file of `exporting` gave a scaler parameter in pass 1 that
+    would still not pass it after the run: found in a caller's bytes, and still there in its text as
+    pass 2 would write it (`rewritten`: None when pass 2 leaves the file as it is)."""
     out: Calls = {}
-    stays: Dict[int, bool] = {}
     for i, published in exporting.items():
         for key, names in published.scaler_functions.items():
             if not names:
@@ -41,46 +41,17 @@ def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], fac
                 data = bytes_of(j) if j != i else None
                 if not data or not any(n.encode() in data for n in names):
                     continue
-                lines = _calls_without(data, module, names, param, ImportResolver(path_of(j), path_of(i)))
-                if not lines:
+                resolver = ImportResolver(path_of(j), path_of(i))
+                if not _calls_without(data, module, names, param, resolver):
                     continue
-                if j not in stays:
-                    stays[j] = _stays(path_of(j), data, facts)
-                if stays[j]:
-                    where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
-                    hits.extend(f"{name} {where}:{line}" for name, line in lines)
+                text = rewritten(j)
+                lines = _calls_without(data if text is None else text.encode("utf-8"), module, names, param,
+                                       resolver)
+                where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+                hits.extend(f"{name} {where}:{line}" for name, line in lines)
             if hits:
                 out.setdefault(i, {})[key] = hits
     return out
-
-
-def _stays(path: str, data: bytes, facts: RepoFacts) -> bool:
-    """Whether the module at `path` keeps its apex amp code (or has none to create a scaler with)."""
-    mod, _ = discovery.module_name_for(path)
-    if apex_shadow.shadow_for(path, mod, data) is not None:
-        return True
-    if b"initialize" not in data and b"scale_loss" not in data:
-        return True  # no amp here that could create or receive the scaler
-    if mod in facts.unmigrated_amp and rescued(facts, mod) is None:
-        return True
-    if b"initialize" in data:
-        kept = {m.rpartition(".")[2] for m in facts.unmigrated_amp if m != mod and rescued(facts, m) is None}
-        return bool(kept & _imported_parts(data))
-    return False
-
-
-def _imported_parts(data: bytes) -> Set[str]:
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return set()
-    out: Set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {part for alias in node.names for part in alias.name.split(".")}
-        elif isinstance(node, ast.ImportFrom):
-            out |= set((node.module or "").split(".")) | {alias.name for alias in node.names}
-    return out - {"", "apex"}
 
 
 class ImportResolver:

@@ -163,3 +163,25 @@ def test_every_caller_migrating_still_threads_the_scaler(tmp_path):
     for f in ("train.py", "finetune.py"):
         assert "train_one_epoch(model, loader, optimizer, scaler=scaler)" in (tmp_path / f).read_text()
     assert "A2A126" not in res.stdout
+
+
+def test_caller_that_refuses_only_once_it_knows_the_helper_keeps_the_helper_on_apex(tmp_path):
+    # main.py calls the helper from module level, where no scaler exists (A2A117 once it learns that
+    # the helper takes one): the helper's new parameter would break that call
+    _write(tmp_path, "engine.py", ENGINE)
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+
+        from engine import train_one_epoch
+
+
+        def setup(model, optimizer):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            return model, optimizer
+
+
+        model, optimizer = setup(MODEL, OPTIMIZER)
+        train_one_epoch(model, LOADER, optimizer)
+    ''')
+    out = _rewrite_changes_nothing(tmp_path)
+    assert "engine.py:5:1: A2A126 `train_one_epoch` needs the scaler, but main.py:12 calls it" in out, out
