@@ -643,7 +643,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
         told = _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
-        _refuse_held_callers(files, indexed, pass_one, kept, config, facts, told)
+        simulated = _refuse_held_callers(files, indexed, pass_one, kept, config, facts, told, cache, keys)
         for i in indexed:
             f, fr = pass_one[i]
             facts.merge(f)
@@ -673,6 +673,11 @@ def _run(paths: Sequence[str], config: RunConfig,
             # folders the run walked whole need no second walk (excluded files may still import)
             _keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths, pool)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
+        if simulated:
+            final = _facts_digest(facts)
+            for i, (digest_of, fr) in simulated.items():
+                if digest_of == final and i not in ready and screened[i][0] != _SKIP:
+                    ready[i] = fr  # the rewrite the held-caller check made with these very facts
         for i, (step, _) in enumerate(screened):
             if cache and step != _SKIP and i not in ready and keys[i] is not None:
                 hit = cache.get(keys[i], pass_two)
@@ -1015,12 +1020,14 @@ def _bytes_reader(files: Sequence[discovery.Discovered], data_of: "_KeptBytes") 
 
 def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                          pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: "_KeptBytes",
-                         config: RunConfig, facts: RepoFacts, told: Dict[int, RepoFacts]) -> None:
+                         config: RunConfig, facts: RepoFacts, told: Dict[int, RepoFacts], cache: Any = None,
+                         keys: Sequence[Any] = ()) -> Dict[int, Tuple[str, FileResult]]:
     """Pass 1 again for the files whose functions got a scaler parameter that a call in another file
     would still not pass after pass 2 (`migrate.held_callers`): told so, they keep the signature and
     their amp code; repeated while a refusal makes another module keep apex."""
+    simulated: Dict[int, Tuple[str, FileResult]] = {}  # file -> (facts digest, its rewrite with those facts)
     if not any(pass_one[i][0].scaler_functions for i in indexed):
-        return
+        return simulated
     from .held_callers import held_calls
 
     bytes_of = _bytes_reader(files, data_of)
@@ -1033,12 +1040,21 @@ def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequenc
             run_facts.merge(t)
         exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
         texts: Dict[int, Optional[str]] = {}
+        digest_now = _facts_digest(run_facts)
 
-        def rewritten(j: int, run_facts: RepoFacts = run_facts, texts: Dict[int, Optional[str]] = texts
-                      ) -> Optional[str]:
-            """The text pass 2 would write for file j with these facts (None: unchanged)."""
+        def rewritten(j: int, run_facts: RepoFacts = run_facts, texts: Dict[int, Optional[str]] = texts,
+                      digest_now: str = digest_now) -> Optional[str]:
+            """The text pass 2 would write for file j with these facts (None: unchanged); pass 2 takes
+            this rewrite (here, or from the cache next time) when its facts are the same."""
             if j not in texts:
-                fr = pass_one_file(files[j], config, run_facts)[1]
+                key = keys[j] if j < len(keys) else None
+                fr = cache.get(key, "pass2:" + digest_now) if cache and key is not None else None
+                if fr is None:
+                    fr = pass_one_file(files[j], config, run_facts)[1]
+                    if cache and _cacheable(fr, key):
+                        cache.put(key, "pass2:" + digest_now, fr)
+                if fr is not None:
+                    simulated[j] = (digest_now, fr)
                 texts[j] = fr.new_text if fr is not None and fr.changed else None
             return texts[j]
 
@@ -1053,10 +1069,11 @@ def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequenc
                     if i not in again:
                         again.append(i)
         if not again:
-            return
+            return simulated
         for i in again:
             pass_one[i] = pass_one_file(files[i], config, told[i])
             facts.merge(told[i])
+    return {}  # no fixed point within the bound: pass 2 rewrites every file afresh
 
 
 def _waits_for_a_helper(fr: FileResult) -> bool:
