@@ -1243,7 +1243,7 @@ class _Analysis:
                     f"{self.scaler_target()}[{_code(f.value.slice[0].slice.value)}]"  # the same index
                 self.plan.replace_node[call] = _expr(f"{sc}.get_scale()")
                 self.user_funcs.add(self.func_of(call))
-                index = _code(f.value.slice[0].slice.value) if self.loss_scalers is not None else "i"
+                index = _code(f.value.slice[0].slice.value)
                 self.report(call, R.GET_SCALE, f"`_amp_state.loss_scalers[{index}].loss_scale()` -> `{sc}.get_scale()`",
                             fixed=True)
                 return True
