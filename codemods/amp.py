@@ -290,7 +290,10 @@ class _Analysis:
             for b in apex_branches:
                 self.dropped.append(b[1])
             tests = [b[0] for b in apex_branches if b[0] is not None]
-            if any(b[0] is None for b in keep) or not tests:
+            if id(chain_top) in modes.rerouted:
+                self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays, and the "
+                                                      "apex choice now selects it (A2A130)", fixed=True)
+            elif any(b[0] is None for b in keep) or not tests:
                 self.report(chain_top, R.APEX_BRANCH, "apex branch removed; the native-AMP branch stays (select it "
                                                       "instead of apex)", fixed=True)
             else:
@@ -672,8 +675,7 @@ class _Analysis:
             block, idx = self.block_of(cur)
             if block is None:
                 if not self._region_at_callers(anchor, loss, func):
-                    self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward "
-                                                     "pass and loss in `torch.autocast(...)` by hand")
+                    self._refuse_region(anchor, loss, func)
                 return
             body = block.body  # type: ignore[attr-defined]
             end = -1
@@ -691,8 +693,7 @@ class _Analysis:
             if owner is None or isinstance(owner, (cst.FunctionDef, cst.ClassDef, cst.Module)) or \
                     not isinstance(owner, cst.BaseCompoundStatement):
                 if not self._region_at_callers(anchor, loss, func):
-                    self.report(anchor, R.NO_REGION, "loss not computed next to the backward: wrap the forward "
-                                                     "pass and loss in `torch.autocast(...)` by hand")
+                    self._refuse_region(anchor, loss, func)
                 return
             cur = owner
         # backward slice within the block, not crossing backward/step code
@@ -726,6 +727,7 @@ class _Analysis:
         if any(self._forbidden(s) for s in rng):
             self.report(anchor, R.NO_REGION, "the loss statement itself holds backward/step code: wrap the forward "
                                              "pass and loss in `torch.autocast(...)` by hand")
+            self._unsafe = "no autocast region can cover the forward pass the loss comes from"
             return
         if any(self._inside_autocast(s) for s in (rng[0],)):
             return
@@ -733,10 +735,13 @@ class _Analysis:
             if any(self.index.contains(d, s) for d in self.dropped):
                 return
         if model_start is None:
+            # a region around the loss alone would leave the forward, wherever it runs, in fp32
             self.report(anchor, R.NO_REGION, f"{self._model_not_called()} among the statements the loss is computed "
-                                             "from: only the loss statement is wrapped in autocast; if the forward "
-                                             "pass runs elsewhere or under another name, widen the region to it",
-                        fixed=False)
+                                             "from: an autocast region around the loss alone would train in fp32; "
+                                             "if the forward pass runs elsewhere or under another name, put it next "
+                                             "to the loss (or add `torch.autocast` around it by hand)")
+            self._no_region = "no autocast region can be placed at the forward pass the loss comes from"
+            return
         for (b, f, l) in self._regions:
             if b is block and not (end < f or start > l):
                 return  # overlapping region already planned
@@ -763,6 +768,20 @@ class _Analysis:
 
         self.plan.wrap(rng[0], rng[-1], make)
         self.report(rng[0], R.AUTOCAST, f"forward and loss wrapped in `torch.autocast({', '.join(args)})`", fixed=True)
+
+    def _refuse_region(self, anchor: cst.CSTNode, loss: cst.BaseExpression, func: Optional[cst.FunctionDef]) -> None:
+        """No statement before the backward computes the loss and no caller in this module passes it in:
+        without a region at the forward the mode would train in fp32, so the module is refused (A2A116)."""
+        if not self.ctx.enabled(R.AUTOCAST.code) or self.ctx.suppressed(anchor, R.AUTOCAST.code) or \
+                self._inside_autocast(anchor):
+            return
+        passed_in = func is not None and isinstance(loss, cst.Name) and loss.value in param_names(func)
+        where = ("it is a parameter, and no caller in this module passes it in: the callers are in other files or "
+                 "outside the run") if passed_in else "it is computed elsewhere"
+        self.report(anchor, R.NO_REGION, f"the loss is not computed next to the backward ({where}), so no autocast "
+                                         "region can be placed at the forward pass: wrap the forward pass and the "
+                                         "loss in `torch.autocast(...)` by hand, then rerun")
+        self._no_region = "no autocast region can be placed at the forward pass the loss comes from"
 
     def _region_at_callers(self, anchor: cst.CSTNode, loss: cst.BaseExpression,
                            func: Optional[cst.FunctionDef]) -> bool:
@@ -865,6 +884,8 @@ class _Analysis:
                 return True
             if isinstance(f, cst.Attribute) and f.attr.value == "forward" and norm_code(f.value) in models:
                 return True
+            if models and _unwrapped(f) in models:
+                return True  # `model.module(x)`, `model.module.forward(x)`: the model inside a DDP wrapper
             if not models and isinstance(f, cst.Name) and f.value in callables:
                 return True
             if not models and isinstance(f, cst.Attribute) and f.attr.value == "forward" and (
@@ -1289,7 +1310,8 @@ class _Analysis:
                     f"{self.scaler_target()}[{_code(f.value.slice[0].slice.value)}]"  # the same index
                 self.plan.replace_node[call] = _expr(f"{sc}.get_scale()")
                 self.user_funcs.add(self.func_of(call))
-                self.report(call, R.GET_SCALE, "`_amp_state.loss_scalers[i].loss_scale()` -> `scaler.get_scale()`",
+                index = _code(f.value.slice[0].slice.value)
+                self.report(call, R.GET_SCALE, f"`_amp_state.loss_scalers[{index}].loss_scale()` -> `{sc}.get_scale()`",
                             fixed=True)
                 return True
         return False
@@ -1498,6 +1520,7 @@ class _Analysis:
         self._sites_of: Dict[int, List[cst.Call]] = {}
         self.exported_methods: List[str] = []
         self._unsafe: Optional[str] = None
+        self._no_region: Optional[str] = None  # refuses after the threading checks, whose findings say more
         self.collect()
         self.has_scale_loss = any(s.kind == "scale_loss" for s in self.sites)
         if not self.sites:
@@ -1598,7 +1621,7 @@ class _Analysis:
             self.report(self._refusal[0], R.SIGNATURE_KEPT, f"{self._refusal[1]}; this module's amp code is left "
                                                             "as it is")
             self._abort_all()
-            candidates = amp_threading.candidate_classes(self)
+            candidates = amp_threading.candidate_classes(self) if not self._no_region else []
             if candidates:
                 self.ctx.exported.attr_candidates[self.ctx.module_name] = candidates
             return
@@ -1607,6 +1630,12 @@ class _Analysis:
             self.report(node, R.UNSUPPORTED, f"{self._threading_failed}: return the scaler from the function that "
                                              "creates it and pass it along (or create it where it is used), then "
                                              "rerun; this module's amp code is left as it is")
+            self._abort_all()
+            return
+        if self._no_region:
+            self.report(self.sites[0].call, R.UNSUPPORTED, f"{self._no_region}: this module's amp code is left as it "
+                                                           "is; fix the findings above by hand (or restructure) "
+                                                           "and rerun")
             self._abort_all()
             return
         init = next((s for s in live if s.kind == "initialize"), None)
@@ -1723,6 +1752,17 @@ class ApexAmpToTorchAmp(Codemod):
 
 
 # -- small helpers -------------------------------------------------------------------------------
+
+def _unwrapped(f: cst.BaseExpression) -> Optional[str]:
+    """`model` for `model.module` / `model.module.forward` (a DDP or DataParallel's wrapped model)."""
+    if isinstance(f, cst.Attribute) and f.attr.value == "forward":
+        f = f.value
+    if not (isinstance(f, cst.Attribute) and f.attr.value == "module"):
+        return None
+    while isinstance(f, cst.Attribute) and f.attr.value == "module":
+        f = f.value
+    return norm_code(f)
+
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
     return "__name__" in names_read(test)

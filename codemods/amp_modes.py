@@ -158,6 +158,7 @@ class ModeSwitches:
         self.locals = apex_locals(analysis.table)
         self.rewritten: Set[int] = set()  # ids of `S = 'apex'` assignments already planned
         self.reported: Set[str] = set()
+        self.rerouted: Set[int] = set()  # ids of the chains whose apex choice now selects the native branch
 
     def fold(self, test: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
         if test is None:
@@ -193,6 +194,8 @@ class ModeSwitches:
             plans.append(plan)
         for p in plans:
             p()
+        if plans:
+            self.rerouted.add(id(top))
         return True
 
     def _plan_selector(self, top: cst.If, selector: str, apex_value: str, native_value: str):

@@ -226,12 +226,15 @@ if scaler.get_scale() < before:
     skipped += 1""")
 
 NO_REGION = rule(
-    "A2A116", "autocast-region-not-found", "forward pass not found next to the backward: add `torch.autocast` by hand",
+    "A2A116", "autocast-region-not-found", "forward pass not found next to the backward: the module's amp code is left as it is",
     fixes=False, severity=WARNING,
     why="""
-The loss could not be traced to statements before the backward in the same function (or the range
-holds statements that must stay outside autocast), so no region was inserted. Without it the model
-runs in fp32.""",
+The loss could not be traced to a forward pass before the backward in the same function (a call of
+the amp model, of a model passed in as a parameter, or of a `self.<attr>`), or the range holds
+statements that must stay outside autocast, and no caller in the module passes the loss in. A
+region around the loss alone, or none, would train the mixed-precision mode in fp32 behind a
+GradScaler, so the module's amp code is left as it is (with a backward helper whose callers are all
+in other files, too). Put the forward next to the loss, or add the region by hand.""",
     before="""
 loss = self.loss  # computed elsewhere
 with amp.scale_loss(loss, opt) as s:
@@ -359,8 +362,12 @@ SIGNATURE_KEPT = rule(
 A function that used apex's global state needs the GradScaler object. A new parameter is added only
 when every call site is found in this run and passes it. A method called on an instance elsewhere
 (`trainer.train(loader)` in another module), a function passed as a value (a callback, a hook,
-`functools.partial(step_fn, ...)`, `Engine(update)`, a decorator that registers it) or one nothing in
-the run calls would break its callers, so the module's amp code is left as it is. Keep the scaler
+`functools.partial(step_fn, ...)`, `Engine(update)`, a decorator that registers it, in this file or
+imported into another file of the run and used there as a value) or one nothing in the run calls
+would break its callers, so the module's amp code is left as it is. The same holds when a caller in
+another file cannot pass the scaler because that file keeps its apex code (its `apex` is a local
+apex.py, its amp migration is held back or refused) or has no amp code to make a scaler: the files of
+one migration migrate together, and the modules importing the helper keep `amp.initialize`. Keep the scaler
 where the code already reaches it: on the object (`self.scaler = scaler` in `__init__`, then
 `self.scaler` in the method), or in the enclosing function (a closure), then rerun.""",
     before="""

@@ -95,6 +95,22 @@ def value_use(a, f: cst.FunctionDef) -> Optional[Refusal]:
     if f.decorators:
         return f, (f"`{name}` is decorated, so it may be registered and called with fixed arguments "
                    "(a callback): its signature cannot take the scaler")
+    if a.class_of(f) is None and a.func_of(f) is None:
+        key = facts_key(a.ctx.path, a.ctx.module_name)
+        where = [ref.partition(" ")[2] for ref in a.ctx.facts.foreign_value_refs.get(key, ())
+                 if ref.partition(" ")[0] == name]
+        held = [ref.partition(" ")[2] for ref in a.ctx.facts.held_callers.get(key, ())
+                if ref.partition(" ")[0] == name]
+        if held:
+            return f, (f"`{name}` needs the scaler, but {held[0]} calls it from a module that keeps its apex code "
+                       "(or has no scaler to pass), so that call could not pass the scaler: the files of one "
+                       "migration migrate together, so its signature stays; migrate that caller first (see "
+                       "its findings), then rerun")
+        if where:
+            return f, (f"`{name}` needs the scaler, but {where[0]} uses it as a value (a callback, "
+                       "`functools.partial`, a registry), so its callers are not in this run's reach: its "
+                       "signature cannot take the scaler; create the scaler where it is called, or pass it "
+                       "in the partial, by hand, then rerun")
     for n in a.index.names:
         if n.value != name or n is f.name:
             continue

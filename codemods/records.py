@@ -114,6 +114,11 @@ class RepoFacts:
     attr_candidates: Dict[str, List[str]] = field(default_factory=dict)
     scaler_methods: Dict[str, List[str]] = field(default_factory=dict)
     foreign_method_refs: Dict[str, List[str]] = field(default_factory=dict)
+    # facts key -> "name path:line": a module-level function of it that another file uses as a value
+    foreign_value_refs: Dict[str, List[str]] = field(default_factory=dict)
+    # facts key -> "name path:line": a call of its module-level function from a file that keeps apex
+    # (migrate/held_callers.py), which could not pass the scaler
+    held_callers: Dict[str, List[str]] = field(default_factory=dict)
     # the A2A701 lint (codemods/scaler_calls.py): facts key -> "func" or "Class.method" -> the required
     # scaler parameter's name and positional slot (-1: keyword-only; methods count `self`)
     scaler_required: Dict[str, Dict[str, Tuple[str, int]]] = field(default_factory=dict)
@@ -134,7 +139,8 @@ class RepoFacts:
         for mod, importers in other.reexports.items():
             self.reexports.setdefault(mod, {}).update(importers)
         self.scaler_bases.update(other.scaler_bases)
-        for table in ("attr_candidates", "scaler_methods", "foreign_method_refs"):
+        for table in ("attr_candidates", "scaler_methods", "foreign_method_refs", "foreign_value_refs",
+                      "held_callers"):
             mine = getattr(self, table)
             for mod, names in getattr(other, table).items():
                 known = mine.setdefault(mod, [])

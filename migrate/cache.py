@@ -159,6 +159,7 @@ def facts_digest(facts: Any) -> str:
             sorted((k, sorted(v.items())) for k, v in facts.reexports.items()),
             sorted(facts.scaler_bases.items()),
             [sorted((k, sorted(v)) for k, v in getattr(facts, t).items())
-             for t in ("attr_candidates", "scaler_methods", "foreign_method_refs")],
+             for t in ("attr_candidates", "scaler_methods", "foreign_method_refs", "foreign_value_refs",
+                       "held_callers")],
             sorted((k, sorted(v.items())) for k, v in facts.scaler_required.items()))
     return hashlib.blake2b(repr(norm).encode(), digest_size=16).hexdigest()

@@ -659,8 +659,9 @@ def _run(paths: Sequence[str], config: RunConfig,
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
-        _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
-        _refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts)
+        told = _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        _refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts, told)
+        simulated = _refuse_held_callers(files, indexed, pass_one, kept, config, facts, told, cache, keys)
         for i in indexed:
             f, fr = pass_one[i]
             facts.merge(f)
@@ -691,6 +692,11 @@ def _run(paths: Sequence[str], config: RunConfig,
             # folders the run walked whole need no second walk (excluded files may still import)
             _keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths, pool)
         pass_two = "pass2:" + _facts_digest(facts) if cache else ""
+        if simulated:
+            final = _facts_digest(facts)
+            for i, (digest_of, fr) in simulated.items():
+                if digest_of == final and i not in ready and screened[i][0] != _SKIP:
+                    ready[i] = fr  # the rewrite the held-caller check made with these very facts
         for i, (step, _) in enumerate(screened):
             if cache and step != _SKIP and i not in ready and keys[i] is not None:
                 hit = cache.get(keys[i], pass_two)
@@ -1029,14 +1035,31 @@ def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: D
 
 def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                                  pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
-                                 data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
+                                 data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> Dict[int, RepoFacts]:
     """Pass 1 again, in this process, for the files whose methods got a scaler parameter that another
-    file references (`migrate.method_refs`): told so, their amp migration refuses instead."""
+    file references, or whose module-level functions did and another file uses as a value
+    (`migrate.method_refs`): told so, their amp migration refuses instead."""
     published = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_methods}
-    if not published:
-        return
-    from .method_refs import foreign_refs
+    exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
+    if not published and not exporting:
+        return {}
+    from .method_refs import foreign_refs, foreign_value_refs
 
+    bytes_of = _bytes_reader(files, data_of)
+
+    python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
+    told: Dict[int, RepoFacts] = {}
+    for i, found in foreign_refs(published, python, bytes_of).items():
+        told.setdefault(i, RepoFacts()).foreign_method_refs.update(found)
+    for i, found in foreign_value_refs(exporting, python, bytes_of, lambda j: files[j].path).items():
+        told.setdefault(i, RepoFacts()).foreign_value_refs.update(found)
+    for i, t in told.items():
+        pass_one[i] = pass_one_file(files[i], config, t)
+        facts.merge(t)
+    return told
+
+
+def _bytes_reader(files: Sequence[discovery.Discovered], data_of: "_KeptBytes") -> Callable[[int], Optional[bytes]]:
     def bytes_of(j: int) -> Optional[bytes]:
         data = data_of.get(j)
         if data is None:
@@ -1045,17 +1068,71 @@ def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed:
             except SourceError:
                 return None
         return data
+    return bytes_of
 
+
+def _refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                         pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: "_KeptBytes",
+                         config: RunConfig, facts: RepoFacts, told: Dict[int, RepoFacts], cache: Any = None,
+                         keys: Sequence[Any] = ()) -> Dict[int, Tuple[str, FileResult]]:
+    """Pass 1 again for the files whose functions got a scaler parameter that a call in another file
+    would still not pass after pass 2 (`migrate.held_callers`): told so, they keep the signature and
+    their amp code; repeated while a refusal makes another module keep apex."""
+    simulated: Dict[int, Tuple[str, FileResult]] = {}  # file -> (facts digest, its rewrite with those facts)
+    if not any(pass_one[i][0].scaler_functions for i in indexed):
+        return simulated
+    from .held_callers import held_calls
+
+    bytes_of = _bytes_reader(files, data_of)
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
-    for i, found in foreign_refs(published, python, bytes_of).items():
-        told = RepoFacts(foreign_method_refs=found)
-        pass_one[i] = pass_one_file(files[i], config, told)
-        facts.merge(told)
+    for _ in range(len(indexed)):
+        run_facts = RepoFacts()
+        for i in indexed:
+            run_facts.merge(pass_one[i][0])
+        for t in told.values():
+            run_facts.merge(t)
+        exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
+        texts: Dict[int, Optional[str]] = {}
+        digest_now = _facts_digest(run_facts)
+
+        def rewritten(j: int, run_facts: RepoFacts = run_facts, texts: Dict[int, Optional[str]] = texts,
+                      digest_now: str = digest_now) -> Optional[str]:
+            """The text pass 2 would write for file j with these facts (None: unchanged); pass 2 takes
+            this rewrite (here, or from the cache next time) when its facts are the same."""
+            if j not in texts:
+                key = keys[j] if j < len(keys) else None
+                fr = cache.get(key, "pass2:" + digest_now) if cache and key is not None else None
+                if fr is None:
+                    fr = pass_one_file(files[j], config, run_facts)[1]
+                    if cache and _cacheable(fr, key):
+                        cache.put(key, "pass2:" + digest_now, fr)
+                if fr is not None:
+                    simulated[j] = (digest_now, fr)
+                texts[j] = fr.new_text if fr is not None and fr.changed else None
+            return texts[j]
+
+        again = []
+        for i, by_key in held_calls(exporting, python, lambda j: files[j].path, bytes_of, rewritten).items():
+            t = told.setdefault(i, RepoFacts())
+            for key, refs in by_key.items():
+                known = t.held_callers.setdefault(key, [])
+                fresh = [r for r in refs if r not in known]
+                if fresh:
+                    known.extend(fresh)
+                    if i not in again:
+                        again.append(i)
+        if not again:
+            return simulated
+        for i in again:
+            pass_one[i] = pass_one_file(files[i], config, told[i])
+            facts.merge(told[i])
+    return {}  # no fixed point within the bound: pass 2 rewrites every file afresh
 
 
 def _refuse_helpers_of_unmigrated(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                                   pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
-                                  data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
+                                  data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts,
+                                  prior: Dict[int, RepoFacts]) -> None:
     """Pass 1 again for the files whose functions got a scaler parameter that a module keeping its apex
     amp code calls (`codemods.amp.CALLERS_KEEP_AMP`): told so, their amp migration refuses too, since
     the cross-module migration is written whole or not at all (Swin's utils.save_checkpoint, main.py held)."""
@@ -1091,7 +1168,11 @@ def _refuse_helpers_of_unmigrated(files: Sequence[discovery.Discovered], indexed
     extra = RepoFacts(extra={CALLERS_KEEP_AMP: told})
     for i in publishers:
         if any(key in told for key in pass_one[i][0].scaler_functions):
-            pass_one[i] = pass_one_file(files[i], config, extra)
+            mine = RepoFacts(extra={CALLERS_KEEP_AMP: told})
+            if i in prior:  # what `_refuse_foreign_method_calls` told this file still holds
+                mine.merge(prior[i])
+            prior[i] = mine
+            pass_one[i] = pass_one_file(files[i], config, mine)
     facts.merge(extra)
 
 

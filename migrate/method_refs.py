@@ -4,14 +4,20 @@ A method may take a new parameter only when every call site is updated. Pass 1 s
 on an instance in another module (`trainer.train(loader)` in experiment.py) cannot be matched to the
 class there, so any `.name` in another Python file of the run counts as such a reference: the
 publishing file is then rewritten again with those names (`RepoFacts.foreign_method_refs`), and its
-amp migration refuses (A2A126) instead of breaking the caller.
+amp migration refuses (A2A126) instead of breaking the caller. Likewise a module-level function that
+got the parameter and that another file uses as a value (a callback, a partial, a registry entry):
+its callers are out of reach, so it keeps its signature (`RepoFacts.foreign_value_refs`).
 """
 from __future__ import annotations
 
+import ast
+import os
 import re
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from codemods.base import RepoFacts
+
+from .held_callers import ImportResolver
 
 
 def foreign_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
@@ -34,3 +40,57 @@ def foreign_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
             if hit:
                 out.setdefault(i, {})[key] = hit
     return out
+
+
+def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
+                       bytes_of: Callable[[int], Optional[bytes]], path_of: Callable[[int], str]
+                       ) -> Dict[int, Dict[str, List[str]]]:
+    """File index -> {facts key: "name path:line" for each module-level function it published in
+    `scaler_functions` that another of `python_files` uses as a value}: imported by name from a module
+    of that last name and read other than as a call's callee (`Engine(train_step)`, `partial(train_step,
+    ...)`, `callbacks=[train_step]`, `registry["x"] = train_step`), or `.train_step` read so on any
+    receiver. Such a function keeps its signature (RepoFacts.foreign_value_refs)."""
+    out: Dict[int, Dict[str, List[str]]] = {}
+    for i, facts in published.items():
+        for key, names in facts.scaler_functions.items():
+            module = key.rpartition("::")[2].rpartition(".")[2]
+            hits: List[str] = []
+            for j in python_files:
+                if j == i:
+                    continue
+                data = bytes_of(j)
+                if not data or not any(n.encode() in data for n in names):
+                    continue
+                where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+                for name, line in _value_uses(data, module, names, ImportResolver(path_of(j), path_of(i))):
+                    hits.append(f"{name} {where}:{line}")
+            if hits:
+                out.setdefault(i, {})[key] = hits
+    return out
+
+
+def _value_uses(data: bytes, module: str, names: Sequence[str], resolver: "ImportResolver") -> List[Tuple[str, int]]:
+    """(name, line) of each read of one of `names` (functions of `module`) that is not a call's callee."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return []
+    bound: Dict[str, str] = {}  # local name -> function name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").rpartition(".")[2] == module and \
+                resolver.reaches(node.module or "", node.level):
+            for alias in node.names:
+                if alias.name == "*":
+                    bound.update({n: n for n in names})
+                elif alias.name in names:
+                    bound[alias.asname or alias.name] = alias.name
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    out: List[Tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if id(node) in callees:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
+            out.append((bound[node.id], node.lineno))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in names:
+            out.append((node.attr, node.lineno))
+    return sorted(out, key=lambda t: t[1])

@@ -89,7 +89,9 @@ MIXIN = '''
 '''
 
 
-def test_mixin_in_another_module_reads_self_scaler(tmp_path):
+def test_mixin_backward_helper_called_from_another_module_is_refused(tmp_path):
+    # the mixin's `backward(self, loss)` is called only from trainer.py: no autocast region can be placed
+    # at the forward there, so both files keep apex (once: the mixin read self.scaler, trained in fp32)
     _write(tmp_path, "mixins.py", MIXIN)
     _write(tmp_path, "trainer.py", '''
         import torch
@@ -107,16 +109,11 @@ def test_mixin_in_another_module_reads_self_scaler(tmp_path):
                 self.backward(loss)
                 self.optimizer_step()
     ''')
+    before = {p: (tmp_path / p).read_bytes() for p in ("mixins.py", "trainer.py")}
     res = _cli("rewrite", str(tmp_path))
     assert res.returncode == 1, res.stdout + res.stderr
-    mixins, trainer = (tmp_path / "mixins.py").read_text(), (tmp_path / "trainer.py").read_text()
-    assert "def backward(self, loss):\n        self.scaler.scale(loss).backward()" in mixins
-    assert "self.scaler.step(self.optimizer)" in mixins and "def optimizer_step(self):" in mixins
-    assert 'self.scaler = torch.amp.GradScaler("cuda", enabled=bool(use_amp))' in trainer
-    assert "apex" not in mixins + trainer
-    assert "A2A128" in res.stdout
-    again = _cli("rewrite", "--diff", str(tmp_path))
-    assert "+++" not in again.stdout
+    assert {p: (tmp_path / p).read_bytes() for p in before} == before
+    assert "mixins.py:6:9: A2A116" in res.stdout and "trainer.py:9:38: A2A117" in res.stdout, res.stdout
 
 
 def test_mixin_without_a_scaler_holder_is_refused(tmp_path):
@@ -172,9 +169,9 @@ def test_lint_names_calls_that_omit_the_scaler_across_modules(tmp_path):
     before = {p: (tmp_path / p).read_bytes() for p in ("train.py", "experiment.py")}
     res = _cli("check", str(tmp_path))
     assert res.returncode == 1, res.stdout + res.stderr
-    hits = sorted(ln.split(": A2A701")[0] for ln in res.stdout.splitlines() if "A2A701" in ln)
-    root = str(tmp_path) + os.sep
-    assert [h.replace(root, "") for h in hits] == ["experiment.py:6:5", "experiment.py:8:5", "train.py:27:5"]
+    hits = [ln.split(": A2A701")[0].rsplit(":", 2) for ln in res.stdout.splitlines() if "A2A701" in ln]
+    hits = sorted("%s:%s:%s" % (os.path.relpath(os.path.abspath(p), str(tmp_path)), ln, col) for p, ln, col in hits)
+    assert hits == ["experiment.py:6:5", "experiment.py:8:5", "train.py:27:5"]
     assert {p: (tmp_path / p).read_bytes() for p in before} == before
 
 

@@ -1,0 +1,112 @@
+"""A module-level function that would take the scaler keeps its signature when another file of the
+run uses it as a value (a callback, `functools.partial`, a list of callbacks, a registry entry, an
+attribute read of its module): its callers are out of reach, so its module and the modules that
+migrate with it keep apex, byte for byte, with an A2A126 finding that names the file and line."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+TRAIN_UTILS = '''
+    import torch
+    from apex import amp
+
+
+    def train_step(model, batch, optimizer):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+        return loss.item()
+'''
+
+HEAD = '''
+    import functools
+
+    from apex import amp
+
+    import train_utils
+    from engine_lib import Engine
+    from train_utils import train_step
+
+
+    def main(model, optimizer, loader):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+'''
+
+USES = {
+    "callback": "engine = Engine(train_step)",
+    "partial": "engine = Engine(functools.partial(train_step, model, optimizer=optimizer))",
+    "callbacks_list": "engine = Engine(callbacks=[train_step])",
+    "registry": "REGISTRY = {}\n    REGISTRY[\"default\"] = train_step",
+    "module_attribute": "engine = Engine(train_utils.train_step)",
+}
+
+
+def _write(root, rel, text):
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(textwrap.dedent(text).lstrip())
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "migrate", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("use", sorted(USES))
+def test_function_used_as_a_value_in_another_file_keeps_its_signature(tmp_path, use):
+    _write(tmp_path, "train_utils.py", TRAIN_UTILS)
+    _write(tmp_path, "main.py", HEAD + "    " + USES[use] + "\n")
+    before = {p: (tmp_path / p).read_bytes() for p in ("train_utils.py", "main.py")}
+    res = _cli("rewrite", str(tmp_path))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert {p: (tmp_path / p).read_bytes() for p in before} == before, res.stdout
+    assert "train_utils.py:5:1: A2A126 `train_step` needs the scaler, but main.py:" in res.stdout, res.stdout
+    assert "main.py:11:24: A2A117 `train_utils` keeps apex amp code" in res.stdout, res.stdout
+
+
+def test_value_use_in_a_file_without_amp_refuses_too(tmp_path):
+    _write(tmp_path, "train_utils.py", TRAIN_UTILS)
+    _write(tmp_path, "hooks.py", '''
+        from train_utils import train_step as step
+
+        STEPS = {"default": step}
+    ''')
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from train_utils import train_step
+
+
+        def main(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            for batch in loader:
+                train_step(model, batch, optimizer)
+    ''')
+    before = {p: (tmp_path / p).read_bytes() for p in ("train_utils.py", "main.py", "hooks.py")}
+    res = _cli("rewrite", str(tmp_path))
+    assert {p: (tmp_path / p).read_bytes() for p in before} == before, res.stdout
+    assert "but hooks.py:3 uses it as a value" in res.stdout, res.stdout
+
+
+def test_plain_calls_from_another_file_still_thread_the_scaler(tmp_path):
+    _write(tmp_path, "train_utils.py", TRAIN_UTILS)
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from train_utils import train_step
+
+
+        def main(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            losses = [train_step(model, batch, optimizer) for batch in loader]
+            return losses
+    ''')
+    res = _cli("rewrite", str(tmp_path))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "def train_step(model, batch, optimizer, scaler):" in (tmp_path / "train_utils.py").read_text()
+    assert "train_step(model, batch, optimizer, scaler=scaler)" in (tmp_path / "main.py").read_text()
+    assert "A2A126" not in res.stdout
