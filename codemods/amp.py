@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates
+from . import accum_clip, amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates, unsafe_fixes
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1074,6 +1074,9 @@ class _Analysis:
                                                     "(`scaler.unscale_(o)`) before this clip, by hand")
                 self._unsafe = "a gradient clip before a loop of optimizer steps would clip scaled gradients"
                 continue
+            if step is not None and window is None and self._clip_to_boundary(clip, stmt, target_stmt, replacement,
+                                                                      params, mp_opt, opt, step, func, unscaled):
+                continue
             if step is not None and window is None:
                 self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
                                                     f"boundary: move it next to the step after `scaler.unscale_({opt})`")
@@ -1113,6 +1116,32 @@ class _Analysis:
                     "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
             else:
                 self.report(clip, R.UNSCALE, "`amp.master_params` -> the optimizer's parameters", fixed=True)
+
+    def _clip_to_boundary(self, clip, stmt, target_stmt, replacement, params, mp_opt, opt, step, func,
+                          unscaled) -> bool:
+        """A clip on every micro-batch, the step at the accumulation boundary: offer the unsafe fix that moves
+        the clip after `scaler.unscale_(opt)` before the step (codemods/accum_clip.py). True: handled."""
+        code = R.CLIP_AT_BOUNDARY.code
+        if not self.use_scaler or not self.ctx.enabled(code) or self.ctx.suppressed(clip, code):
+            return False
+        moved = replacement if replacement is not None else stmt
+        if replacement is None and mp_opt is not None:
+            gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
+            if len(clip.args) == 1:
+                gen = gen.with_changes(lpar=[], rpar=[])
+            moved = stmt.deep_replace(params.value, gen)
+        if accum_clip.boundary_of(target_stmt, moved, step[1], self.parent, self.block_of) is None:
+            return False
+        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt)):
+            self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
+            return True
+        unscaled.add((id(func), norm_code(_expr(opt)), id(step[1])))
+        sc = self.scaler_of_opt(opt) or self.scaler_expr()
+        self.plan.remove(target_stmt)
+        self.plan.insert_before(step[1], [_stmt(f"{sc}.unscale_({opt})"),
+                                          moved.with_changes(leading_lines=[])])  # type: ignore[union-attr]
+        self.user_funcs.add(func)
+        return True
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
         return self.block_of(stmt)[1]
@@ -1594,7 +1623,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142")
+                                                           "A2A142", "A2A145")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

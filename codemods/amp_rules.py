@@ -517,3 +517,33 @@ code is left as it is. Rename the local file, or settle on one way to run the mo
 from apex import amp""",
     after="""
 from apex import amp  # unchanged: `python pkg/tool.py` would import pkg/apex.py""")
+
+CLIP_AT_BOUNDARY = rule(
+    "A2A145", "clip-moved-to-accumulation-boundary",
+    "unsafe fix: a clip on every micro-batch moves to the accumulation boundary, after `scaler.unscale_(opt)`",
+    fixes=True, severity=WARNING,
+    why="""
+apex unscaled the gradients on every `scale_loss` exit, so a clip after each micro-batch's backward saw
+unscaled, partially accumulated gradients and clipped each partial sum. `GradScaler.unscale_(opt)` may
+run only once per step, so the migration moves the clip to the accumulation boundary, after
+`scaler.unscale_(opt)` and before `scaler.step(opt)`. Numerically this is a change: the clip sees the
+whole accumulated gradient once per step instead of clipping the partial sums after every micro-batch
+(the two agree while no partial sum's norm exceeds max_norm). That makes it an unsafe fix: by default
+the module is left as it is and the finding says "unsafe fix available: --unsafe-fixes"; with
+`--unsafe-fixes` (or `unsafe-fixes = true` in `[tool.apex2amp]`) the move is made. Check the pair with
+`apex2amp verify`: it compares it with the fidelity tolerance.""",
+    before="""
+with amp.scale_loss(loss, optimizer) as scaled_loss:
+    scaled_loss.backward()
+clip_grad_norm_(model.parameters(), 1.0)
+if (i + 1) % accum == 0:
+    optimizer.step()
+    optimizer.zero_grad()""",
+    after="""
+scaler.scale(loss).backward()
+if (i + 1) % accum == 0:
+    scaler.unscale_(optimizer)
+    clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()""")

@@ -69,6 +69,7 @@ class Options:
     dtype: str = "float16"          # "float16" or "bfloat16"
     min_torch: Tuple[int, int] = (2, 4)
     device: str = "cuda"
+    unsafe_fixes: bool = False      # apply fixes that change numerics (codemods/unsafe_fixes.py)
 
     @property
     def use_scaler(self) -> bool:
