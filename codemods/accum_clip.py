@@ -62,6 +62,20 @@ def _reads_grads(stmt: cst.CSTNode) -> bool:
                for n in iter_nodes(stmt))
 
 
+def branch_pair(clip_stmt: cst.CSTNode, parent: Parent) -> Optional[Tuple[cst.If, cst.BaseStatement]]:
+    """(the `if`, the else branch's last statement) when `clip_stmt` ends the body of an `if` whose `else`
+    also ends in a statement, both branches holding more (the backward) than that last statement."""
+    body = parent(clip_stmt)
+    owner = parent(body) if isinstance(body, cst.IndentedBlock) else None
+    if not (isinstance(owner, cst.If) and owner.body is body and body.body[-1] is clip_stmt and len(body.body) > 1):
+        return None
+    other = owner.orelse
+    if not (isinstance(other, cst.Else) and isinstance(other.body, cst.IndentedBlock) and len(other.body.body) > 1):
+        return None
+    last = other.body.body[-1]
+    return (owner, last) if _lone_call(last) else None
+
+
 def boundary_of(clip_stmt: cst.CSTNode, moved: cst.CSTNode, step_stmt: cst.CSTNode, parent: Parent,
                 block_of: BlockOf) -> Optional[cst.CSTNode]:
     """The boundary statement (a later sibling of `clip_stmt` holding `step_stmt`) when the clip `moved`

@@ -1075,7 +1075,8 @@ class _Analysis:
                 self._unsafe = "a gradient clip before a loop of optimizer steps would clip scaled gradients"
                 continue
             if step is not None and window is None and self._clip_to_boundary(clip, stmt, target_stmt, replacement,
-                                                                      params, mp_opt, opt, step, func, unscaled):
+                                                                      params, mp_opt, opt, step, func, unscaled,
+                                                                      collapsed):
                 continue
             if step is not None and window is None:
                 self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at the "
@@ -1118,14 +1119,20 @@ class _Analysis:
                 self.report(clip, R.UNSCALE, "`amp.master_params` -> the optimizer's parameters", fixed=True)
 
     def _clip_to_boundary(self, clip, stmt, target_stmt, replacement, params, mp_opt, opt, step, func,
-                          unscaled) -> bool:
+                          unscaled, collapsed) -> bool:
         """A clip on every micro-batch, the step at the accumulation boundary: offer the unsafe fix that moves
         the clip after `scaler.unscale_(opt)` before the step (codemods/accum_clip.py). True: handled."""
         code = R.CLIP_AT_BOUNDARY.code
         if not self.use_scaler or not self.ctx.enabled(code) or self.ctx.suppressed(clip, code):
             return False
         moved = replacement if replacement is not None else stmt
-        if replacement is None and mp_opt is not None:
+        removed = [target_stmt]
+        pair = accum_clip.branch_pair(stmt, self.parent) if mp_opt is not None and replacement is None else None
+        if pair is not None and _differs_only_in(stmt, pair[1], params.value):
+            # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`:
+            # both clips go, the plain one runs at the boundary
+            target_stmt, moved, removed = pair[0], pair[1], [stmt, pair[1]]
+        elif replacement is None and mp_opt is not None:
             gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
             if len(clip.args) == 1:
                 gen = gen.with_changes(lpar=[], rpar=[])
@@ -1136,8 +1143,10 @@ class _Analysis:
             self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
             return True
         unscaled.add((id(func), norm_code(_expr(opt)), id(step[1])))
+        collapsed.extend(removed)
         sc = self.scaler_of_opt(opt) or self.scaler_expr()
-        self.plan.remove(target_stmt)
+        for r in removed:
+            self.plan.remove(r)
         self.plan.insert_before(step[1], [_stmt(f"{sc}.unscale_({opt})"),
                                           moved.with_changes(leading_lines=[])])  # type: ignore[union-attr]
         self.user_funcs.add(func)
