@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import accum_clip, amp_losses, amp_regions, amp_threading, checkpoint_pairs, screens, templates, unsafe_fixes
+from . import accum_clip, amp_losses, backward_helpers, amp_regions, amp_threading, checkpoint_pairs, screens, templates, unsafe_fixes
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -758,6 +758,8 @@ class _Analysis:
         module, around the forward and the loss they pass in. False when there is none to plan."""
         seen = getattr(self, "_helper_regions", set())
         self._helper_regions = seen
+        if func is not None and id(func) in self._helper_funcs():
+            return True  # a backward helper of other modules: its callers wrap the loss (backward_helpers.py)
         if func is None or id(func) in seen:
             return False
         callers = amp_regions.loss_at_callers(self, loss, func)
@@ -910,6 +912,9 @@ class _Analysis:
         steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])
                  and not self._before_any_backward(s[1], s[2])]
         self._steps = steps
+        if not steps and self.has_scale_loss and self._helper_funcs():
+            self._publish_helpers()
+            return
         if not steps:
             if self.has_scale_loss:
                 node = next(s.call for s in self.sites if s.kind == "scale_loss")
@@ -1429,6 +1434,70 @@ class _Analysis:
         self._replay(calls=visit_Call)
         return sites
 
+    def _helper_funcs(self) -> Dict[int, Tuple[int, int]]:
+        """id(function) -> (loss slot, optimizer slot) of this module's backward helpers for other modules:
+        no `amp.initialize` here, and every `scale_loss` in a module-level function taking both the loss
+        and the optimizer, which it does not step (codemods/backward_helpers.py)."""
+        cached = getattr(self, "_helpers_cache", None)
+        if cached is not None:
+            return cached
+        out: Dict[int, Tuple[int, int]] = {}
+        scales = [x for x in self.sites if x.kind == "scale_loss" and not self.in_dropped(x.call)]
+        kinds = {x.kind for x in self.sites if not self.in_dropped(x.call)}
+        key = facts_key(self.ctx.path, self.ctx.module_name) if self.ctx.module_name else ""
+        if key and scales and kinds == {"scale_loss"} and self.use_scaler and \
+                not self.ctx.facts.extra.get(backward_helpers.HELD + key):
+            for x in scales:
+                loss, opt = arg_by(x.call, 0, "loss"), arg_by(x.call, 1, "optimizers")
+                slots = backward_helpers.helper_slots(x.func, loss.value if loss else None,
+                                                      opt.value if opt else None)
+                if slots is None or not isinstance(self.parent(x.func), cst.Module) or any(
+                        isinstance(n, cst.Attribute) and n.attr.value == "step" for n in iter_nodes(x.func)):
+                    out = {}
+                    break
+                out[id(x.func)] = slots
+        self._helpers_cache = out
+        return out
+
+    def _publish_helpers(self) -> None:
+        helpers = self._helper_funcs()
+        funcs = {id(x.func): x.func for x in self.sites if x.kind == "scale_loss"}
+        named = {funcs[i].name.value: slots for i, slots in helpers.items()}
+        backward_helpers.publish(self.ctx.exported, facts_key(self.ctx.path, self.ctx.module_name), named)
+        for i in helpers:
+            self.user_funcs.add(funcs[i])
+            self.report(funcs[i], R.BACKWARD_HELPER, f"`{funcs[i].name.value}` is a backward helper: the modules of "
+                                                     "this run that call it pass the scaler, run the loss they pass "
+                                                     "under autocast and step with `scaler.step` + `scaler.update`",
+                        fixed=True)
+
+    def plan_helper_calls(self) -> None:
+        """Calls of other modules' backward helpers: the loss passed in gets its autocast region here, and the
+        call counts as the backward of the optimizer passed in (its step and clip migrate here)."""
+        if not self.use_scaler or not self.ctx.facts.extra:
+            return
+        helpers = backward_helpers.known(self.ctx.facts, _visible_modules(self.ctx.facts, self.ctx))
+        if not helpers:
+            return
+        table = self.table
+        found: List[Tuple[cst.Call, Tuple[int, int]]] = []
+
+        def visit_Call(n: cst.Call) -> None:
+            hit = sorted(table.qualified_names(n.func) & set(helpers))
+            if hit:
+                found.append((n, helpers[hit[0]]))
+
+        self._replay(calls=visit_Call)
+        for call, (loss_slot, opt_slot) in found:
+            loss = backward_helpers.call_arg(call, loss_slot, "loss")
+            opt = backward_helpers.call_arg(call, opt_slot, "optimizer")
+            stmt, func = self.stmt_of(call), self.func_of(call)
+            if loss is None or opt is None or self.in_dropped(call):
+                continue
+            self.plan_region(stmt, loss, func)
+            self._backwards.append((stmt, func, {norm_code(opt)}))
+            self.user_funcs.add(func)
+
     def _cross_module_calls(self) -> List[cst.Call]:
         facts: RepoFacts = self.ctx.facts
         if not facts.scaler_functions:
@@ -1521,6 +1590,7 @@ class _Analysis:
             self.cond = None
         for anchor, loss, func in regions:
             self.plan_region(anchor, loss, func)
+        self.plan_helper_calls()
         self.plan_steps()
         self.plan_clipping()
         self.plan_others()
@@ -1632,7 +1702,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A145")
+                                                           "A2A142", "A2A145", "A2A147")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

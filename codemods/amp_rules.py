@@ -547,3 +547,41 @@ if (i + 1) % accum == 0:
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad()""")
+
+BACKWARD_HELPER = rule(
+    "A2A147", "backward-helper-across-modules",
+    "a backward helper holding `amp.scale_loss` (`def backward(loss, optimizer, args)`) -> `scaler.scale(loss)"
+    ".backward()`; its callers in other modules step with the scaler",
+    fixes=True, severity=FIX,
+    why="""
+A helper such as `def backward(loss, optimizer, args)` in utils.py holds `amp.scale_loss`, while the clip
+and `optimizer.step()` live in the caller's loop in train.py, where `amp.initialize` is. Both modules
+migrate together: the helper takes the scaler (`scaler.scale(loss).backward()`), train.py creates the
+scaler where `amp.initialize` was, passes it to the helper, runs the forward and the loss it passes under
+`torch.autocast`, calls `scaler.unscale_(optimizer)` before the clip, and steps with `scaler.step` +
+`scaler.update`.""",
+    before="""
+# utils.py
+def backward(loss, optimizer, args):
+    if args.fp16:
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+    else:
+        loss.backward()
+# train.py
+loss = criterion(model(x), y)
+backward(loss, optimizer, cfg)
+clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+optimizer.step()""",
+    after="""
+# utils.py
+def backward(loss, optimizer, args, scaler):
+    scaler.scale(loss).backward()
+# train.py
+with torch.autocast("cuda", dtype=torch.float16, enabled=cfg.fp16):
+    loss = criterion(model(x), y)
+backward(loss, optimizer, cfg, scaler=scaler)
+scaler.unscale_(optimizer)
+clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+scaler.step(optimizer)
+scaler.update()""")
