@@ -758,13 +758,12 @@ class _Analysis:
         module, around the forward and the loss they pass in. False when there is none to plan."""
         seen = getattr(self, "_helper_regions", set())
         self._helper_regions = seen
-        if func is not None and id(func) in self._helper_funcs():
-            return True  # a backward helper of other modules: its callers wrap the loss (backward_helpers.py)
         if func is None or id(func) in seen:
             return False
         callers = amp_regions.loss_at_callers(self, loss, func)
         if not callers:
-            return False
+            # a backward helper of other modules: its callers there wrap the loss (backward_helpers.py)
+            return id(func) in self._helper_funcs()
         seen.add(id(func))
         for stmt, arg, caller in callers:
             self.plan_region(stmt, arg, caller)
@@ -1451,8 +1450,9 @@ class _Analysis:
                 loss, opt = arg_by(x.call, 0, "loss"), arg_by(x.call, 1, "optimizers")
                 slots = backward_helpers.helper_slots(x.func, loss.value if loss else None,
                                                       opt.value if opt else None)
-                if slots is None or not isinstance(self.parent(x.func), cst.Module) or any(
-                        isinstance(n, cst.Attribute) and n.attr.value == "step" for n in iter_nodes(x.func)):
+                # any `.step` in the module: it steps here, not a helper for other modules
+                if slots is None or not isinstance(self.parent(x.func), cst.Module) or \
+                        "step" in self.index.attr_values:
                     out = {}
                     break
                 out[id(x.func)] = slots
