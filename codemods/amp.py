@@ -914,6 +914,12 @@ class _Analysis:
         if not steps and self.has_scale_loss and self._helper_funcs():
             self._publish_helpers()
             return
+        if not steps and self.has_scale_loss and self.ctx.module_name and self.ctx.facts.extra.get(
+                backward_helpers.HELD + facts_key(self.ctx.path, self.ctx.module_name)):
+            node = next(s.call for s in self.sites if s.kind == "scale_loss")
+            self.ctx.report(node, R.BACKWARD_HELPER.code, "a backward helper for other modules, held back: no file of "
+                            "this run calls it, or one that does keeps its amp code (see its findings); the helper "
+                            "and its callers migrate together", severity="warning")
         if not steps:
             if self.has_scale_loss:
                 node = next(s.call for s in self.sites if s.kind == "scale_loss")
