@@ -10,8 +10,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import (amp_dead_modes, amp_engine_override, amp_losses, amp_private, amp_regions, amp_reinit, amp_threading,
-               checkpoint_pairs, clip_reach, screens, templates)
+from . import (accum_clip, amp_dead_modes, amp_engine_override, amp_losses, amp_private, amp_regions, amp_reinit,
+               amp_threading, backward_helpers, checkpoint_pairs, clip_reach, screens, templates, unsafe_fixes)
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -793,7 +793,8 @@ class _Analysis:
             return False
         callers = amp_regions.loss_at_callers(self, loss, func)
         if not callers:
-            return False
+            # a backward helper of other modules: its callers there wrap the loss (backward_helpers.py)
+            return id(func) in self._helper_funcs()
         seen.add(id(func))
         for stmt, arg, caller in callers:
             self.plan_region(stmt, arg, caller)
@@ -943,6 +944,15 @@ class _Analysis:
         steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])
                  and not self._before_any_backward(s[1], s[2])]
         self._steps = steps
+        if not steps and self.has_scale_loss and self._helper_funcs():
+            self._publish_helpers()
+            return
+        if not steps and self.has_scale_loss and self.ctx.module_name and self.ctx.facts.extra.get(
+                backward_helpers.HELD + facts_key(self.ctx.path, self.ctx.module_name)):
+            node = next(s.call for s in self.sites if s.kind == "scale_loss")
+            self.ctx.report(node, R.BACKWARD_HELPER.code, "a backward helper for other modules, held back: no file of "
+                            "this run calls it, or one that does keeps its amp code (see its findings); the helper "
+                            "and its callers migrate together", severity="warning")
         if not steps:
             if self.has_scale_loss:
                 node = next(s.call for s in self.sites if s.kind == "scale_loss")
@@ -1114,6 +1124,10 @@ class _Analysis:
                                                     "(`scaler.unscale_(o)`) before this clip, by hand")
                 self._unsafe = "a gradient clip before a loop of optimizer steps would clip scaled gradients"
                 continue
+            if step is not None and window is None and self._clip_to_boundary(clip, stmt, target_stmt, replacement,
+                                                                      params, mp_opt, opt, step, func, unscaled,
+                                                                      collapsed):
+                continue
             if step is not None and window is None or \
                     step is not None and window is not None and self._exits_before_step(window, target_stmt, step[1]):
                 gate = self._step_gate_after(target_stmt, step[1]) if window is None else None
@@ -1162,6 +1176,40 @@ class _Analysis:
                     "; `amp.master_params` -> the optimizer's parameters" if mp_opt else ""), fixed=True)
             else:
                 self.report(clip, R.UNSCALE, "`amp.master_params` -> the optimizer's parameters", fixed=True)
+
+    def _clip_to_boundary(self, clip, stmt, target_stmt, replacement, params, mp_opt, opt, step, func,
+                          unscaled, collapsed) -> bool:
+        """A clip on every micro-batch, the step at the accumulation boundary: offer the unsafe fix that moves
+        the clip after `scaler.unscale_(opt)` before the step (codemods/accum_clip.py). True: handled."""
+        code = R.CLIP_AT_BOUNDARY.code
+        if not self.use_scaler or not self.ctx.enabled(code) or self.ctx.suppressed(clip, code):
+            return False
+        moved = replacement if replacement is not None else stmt
+        removed = [target_stmt]
+        pair = accum_clip.branch_pair(stmt, self.parent) if mp_opt is not None and replacement is None else None
+        if pair is not None and _differs_only_in(stmt, pair[1], params.value):
+            # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`:
+            # both clips go, the plain one runs at the boundary
+            target_stmt, moved, removed = pair[0], pair[1], [stmt, pair[1]]
+        elif replacement is None and mp_opt is not None:
+            gen = _expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
+            if len(clip.args) == 1:
+                gen = gen.with_changes(lpar=[], rpar=[])
+            moved = stmt.deep_replace(params.value, gen)
+        if accum_clip.boundary_of(target_stmt, moved, step[1], self.parent, self.block_of) is None:
+            return False
+        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt)):
+            self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
+            return True
+        unscaled.add((id(func), norm_code(_expr(opt)), id(step[1])))
+        collapsed.extend(removed)
+        sc = self.scaler_of_opt(opt) or self.scaler_expr()
+        for r in removed:
+            self.plan.remove(r)
+        self.plan.insert_before(step[1], [_stmt(f"{sc}.unscale_({opt})"),
+                                          moved.with_changes(leading_lines=[])])  # type: ignore[union-attr]
+        self.user_funcs.add(func)
+        return True
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
         return self.block_of(stmt)[1]
@@ -1481,6 +1529,71 @@ class _Analysis:
         self._replay(calls=visit_Call)
         return sites
 
+    def _helper_funcs(self) -> Dict[int, Tuple[int, int]]:
+        """id(function) -> (loss slot, optimizer slot) of this module's backward helpers for other modules:
+        no `amp.initialize` here, and every `scale_loss` in a module-level function taking both the loss
+        and the optimizer, which it does not step (codemods/backward_helpers.py)."""
+        cached = getattr(self, "_helpers_cache", None)
+        if cached is not None:
+            return cached
+        out: Dict[int, Tuple[int, int]] = {}
+        scales = [x for x in self.sites if x.kind == "scale_loss" and not self.in_dropped(x.call)]
+        kinds = {x.kind for x in self.sites if not self.in_dropped(x.call)}
+        key = facts_key(self.ctx.path, self.ctx.module_name) if self.ctx.module_name else ""
+        if key and scales and kinds == {"scale_loss"} and self.use_scaler and \
+                not self.ctx.facts.extra.get(backward_helpers.HELD + key):
+            for x in scales:
+                loss, opt = arg_by(x.call, 0, "loss"), arg_by(x.call, 1, "optimizers")
+                slots = backward_helpers.helper_slots(x.func, loss.value if loss else None,
+                                                      opt.value if opt else None)
+                # any `.step` in the module: it steps here, not a helper for other modules
+                if slots is None or not isinstance(self.parent(x.func), cst.Module) or \
+                        "step" in self.index.attr_values:
+                    out = {}
+                    break
+                out[id(x.func)] = slots
+        self._helpers_cache = out
+        return out
+
+    def _publish_helpers(self) -> None:
+        helpers = self._helper_funcs()
+        funcs = {id(x.func): x.func for x in self.sites if x.kind == "scale_loss"}
+        named = {funcs[i].name.value: slots for i, slots in helpers.items()}
+        backward_helpers.publish(self.ctx.exported, facts_key(self.ctx.path, self.ctx.module_name), named)
+        for i in helpers:
+            self.user_funcs.add(funcs[i])
+            self.report(funcs[i], R.BACKWARD_HELPER, f"`{funcs[i].name.value}` is a backward helper: the modules of "
+                                                     "this run that call it pass the scaler, run the loss they pass "
+                                                     "under autocast and step with `scaler.step` + `scaler.update`",
+                        fixed=True)
+
+    def plan_helper_calls(self) -> None:
+        """Calls of other modules' backward helpers: the loss passed in gets its autocast region here, and the
+        call counts as the backward of the optimizer passed in (its step and clip migrate here)."""
+        if not self.use_scaler or not self.ctx.facts.extra:
+            return
+        helpers = backward_helpers.known(self.ctx.facts, _visible_modules(self.ctx.facts, self.ctx))
+        if not helpers:
+            return
+        table = self.table
+        found: List[Tuple[cst.Call, Tuple[int, int]]] = []
+
+        def visit_Call(n: cst.Call) -> None:
+            hit = sorted(table.qualified_names(n.func) & set(helpers))
+            if hit:
+                found.append((n, helpers[hit[0]]))
+
+        self._replay(calls=visit_Call)
+        for call, (loss_slot, opt_slot) in found:
+            loss = backward_helpers.call_arg(call, loss_slot, "loss")
+            opt = backward_helpers.call_arg(call, opt_slot, "optimizer")
+            stmt, func = self.stmt_of(call), self.func_of(call)
+            if loss is None or opt is None or self.in_dropped(call):
+                continue
+            self.plan_region(stmt, loss, func)
+            self._backwards.append((stmt, func, {norm_code(opt)}))
+            self.user_funcs.add(func)
+
     def _cross_module_calls(self) -> List[cst.Call]:
         facts: RepoFacts = self.ctx.facts
         if not facts.scaler_functions:
@@ -1604,6 +1717,7 @@ class _Analysis:
             self.cond = None
         for anchor, loss, func in regions:
             self.plan_region(anchor, loss, func)
+        self.plan_helper_calls()
         self.plan_steps()
         self.plan_clipping()
         self.plan_others()
@@ -1725,7 +1839,8 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A416", "A2A417", "A2A418")
+                                                           "A2A142", "A2A145", "A2A147", "A2A416", "A2A417",
+                                                           "A2A418")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -594,3 +594,70 @@ class ApexEngine(Engine):
     def optimizer_step(self):
         self.grad_scaler.step(self.optimizer)
         self.grad_scaler.update()""")
+CLIP_AT_BOUNDARY = rule(
+    "A2A145", "clip-moved-to-accumulation-boundary",
+    "unsafe fix: a clip on every micro-batch moves to the accumulation boundary, after `scaler.unscale_(opt)`",
+    fixes=True, severity=WARNING,
+    why="""
+apex unscaled the gradients on every `scale_loss` exit, so a clip after each micro-batch's backward saw
+unscaled, partially accumulated gradients and clipped each partial sum. `GradScaler.unscale_(opt)` may
+run only once per step, so the migration moves the clip to the accumulation boundary, after
+`scaler.unscale_(opt)` and before `scaler.step(opt)`. Numerically this is a change: the clip sees the
+whole accumulated gradient once per step instead of clipping the partial sums after every micro-batch
+(the two agree while no partial sum's norm exceeds max_norm). That makes it an unsafe fix: by default
+the module is left as it is and the finding says "unsafe fix available: --unsafe-fixes"; with
+`--unsafe-fixes` (or `unsafe-fixes = true` in `[tool.apex2amp]`) the move is made. Check the pair with
+`apex2amp verify`: it compares it with the fidelity tolerance.""",
+    before="""
+with amp.scale_loss(loss, optimizer) as scaled_loss:
+    scaled_loss.backward()
+clip_grad_norm_(model.parameters(), 1.0)
+if (i + 1) % accum == 0:
+    optimizer.step()
+    optimizer.zero_grad()""",
+    after="""
+scaler.scale(loss).backward()
+if (i + 1) % accum == 0:
+    scaler.unscale_(optimizer)
+    clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()""")
+
+BACKWARD_HELPER = rule(
+    "A2A147", "backward-helper-across-modules",
+    "a backward helper holding `amp.scale_loss` (`def backward(loss, optimizer, args)`) -> `scaler.scale(loss)"
+    ".backward()`; its callers in other modules step with the scaler",
+    fixes=True, severity=FIX,
+    why="""
+A helper such as `def backward(loss, optimizer, args)` in utils.py holds `amp.scale_loss`, while the clip
+and `optimizer.step()` live in the caller's loop in train.py, where `amp.initialize` is. Both modules
+migrate together: the helper takes the scaler (`scaler.scale(loss).backward()`), train.py creates the
+scaler where `amp.initialize` was, passes it to the helper, runs the forward and the loss it passes under
+`torch.autocast`, calls `scaler.unscale_(optimizer)` before the clip, and steps with `scaler.step` +
+`scaler.update`.""",
+    before="""
+# utils.py
+def backward(loss, optimizer, args):
+    if args.fp16:
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+    else:
+        loss.backward()
+# train.py
+loss = criterion(model(x), y)
+backward(loss, optimizer, cfg)
+clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+optimizer.step()""",
+    after="""
+# utils.py
+def backward(loss, optimizer, args, scaler):
+    scaler.scale(loss).backward()
+# train.py
+with torch.autocast("cuda", dtype=torch.float16, enabled=cfg.fp16):
+    loss = criterion(model(x), y)
+backward(loss, optimizer, cfg, scaler=scaler)
+scaler.unscale_(optimizer)
+clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+scaler.step(optimizer)
+scaler.update()""")

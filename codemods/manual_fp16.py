@@ -361,6 +361,12 @@ class HandFp16:
                         break
         for site, loss, scale in self._loss_products():
             self.handled.add(id(site))
+            owner = (dotted_name(scale) or "").rpartition(".")[0]
+            dynamic = getattr(m, "dynamic", {}).get(owner)
+            if dynamic:  # a hand-written dynamic scaler's scale (codemods/dynamic_scaler.py, A2A146)
+                m.report(site, "A2A509", f"{code_of(loss)} multiplied by {code_of(scale)} by hand: scaler = "
+                         f"{dynamic[:-1]}, enabled=<the fp16 flag>) and scaler.scale(loss).backward()")
+                continue
             m.report(site, "A2A509", f"{code_of(loss)} multiplied by {code_of(scale)} by hand: "
                      f"scaler = {gs}(\"{dev}\", init_scale={code_of(scale)}, growth_interval={STATIC_INTERVAL}, "
                      "backoff_factor=0.5, enabled=<the fp16 flag>) and scaler.scale(loss).backward()")

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import manual_fp16, screens, templates
+from . import dynamic_scaler, manual_fp16, screens, templates
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -149,7 +149,8 @@ class ManualLossScalingToGradScaler(Codemod):
 
     NAME = "manual_scaling"
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
-    CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512") + manual_fp16.CODES
+    CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512") + manual_fp16.CODES + \
+        dynamic_scaler.CODES
     PREFILTER = screens.MANUAL_SCALING.PREFILTER  # tokens and second stage: codemods/screens.py
 
     wants = staticmethod(screens.MANUAL_SCALING.wants)  # on the stdlib AST
@@ -189,6 +190,32 @@ class _Migration:
         self._code: Dict[int, str] = {}  # id(node) -> code_of(node), for the module and scopes
         self._assigns: Dict[int, List[cst.CSTNode]] = {}  # id(scope) -> its Assign/AugAssign/AnnAssign nodes
         self._by_hand_fp16: Set[int] = set()  # ids of nodes the hand-written fp16 pass answered for
+
+    def report_dynamic_scalers(self) -> None:
+        """A2A146 at each instance of a hand-written dynamic loss scaler class, naming its GradScaler;
+        `self.dynamic` maps the instance's name to that call (for the loss-scale findings)."""
+        self.dynamic: Dict[str, str] = {}
+        if not self.ctx.enabled(dynamic_scaler.DYNAMIC_SCALER.code):
+            return
+        _, calls = dynamic_scaler.scalers(self.module)
+        for call, sc in calls:
+            gs = dynamic_scaler.mapping(call, sc, self.gs, self.device)
+            parent = self.parents.get(call)
+            target = dotted_name(parent.targets[0].target) if isinstance(parent, cst.Assign) and \
+                len(parent.targets) == 1 else None
+            if gs is None:
+                self.report(call, "A2A146", f"{sc.name}: a hand-written dynamic loss scaler; its settings are not "
+                            f"all known here: {self.gs}(\"{self.device}\", init_scale=<initial scale>, "
+                            "growth_factor=<factor>, backoff_factor=1/<factor>, growth_interval=<window>)")
+                continue
+            if target:
+                self.dynamic[target] = gs
+            t = target or "scaler"
+            self.report(call, "A2A146", f"{sc.name}: a hand-written dynamic loss scaler (divides `{sc.scale_attr}` "
+                        f"on overflow, multiplies it after a window of clean iterations): "
+                        f"{t} = {gs}, with the model kept fp32 under torch.autocast, "
+                        f"{t}.scale(loss).backward(), {t}.step(optimizer), {t}.update() (GradScaler "
+                        "checks for inf/NaN and skips the step itself; no fp32 master copies)")
 
     @property
     def scaler_base(self) -> str:
@@ -232,6 +259,7 @@ class _Migration:
             self.ctx.report(node, code, msg, fixed=fixed)
 
     def run(self) -> None:
+        self.report_dynamic_scalers()
         handled_model_casts: Set[int] = set()
         fp16_opts = [c for c in self.calls if self.res.apex_name(c.func) == FP16_OPT]
         helpers = [c for c in self.calls if self.res.apex_name(c.func) in MASTER_HELPERS]
@@ -563,8 +591,10 @@ class _Migration:
                 continue
             why = self._static_pattern(c, line, block, idx, loss, scale, scaled_stmt)
             if why:
+                dynamic = self.dynamic.get((dotted_name(scale) or "").rpartition(".")[0])  # A2A146's mapping
+                gs = dynamic or f"{self.gs}(\"{self.device}\", init_scale={code_of(scale)})"
                 self.report(c, "A2A511", f"hand-written loss scaling (loss * {code_of(scale)}) not rewritten: {why}. "
-                            f"Use scaler = {self.gs}(\"{self.device}\", init_scale={code_of(scale)}) with "
+                            f"Use scaler = {gs} with "
                             "scaler.scale(loss).backward(), scaler.unscale_(optimizer) where gradients are "
                             "divided, scaler.step(optimizer), scaler.update(), and an fp32 model under torch.autocast")
 

@@ -70,6 +70,7 @@ class Options:
     min_torch: Tuple[int, int] = (2, 4)
     device: str = "cuda"
     target: str = "ddp"             # "ddp" (autocast + GradScaler) or "fsdp2" (codemods/fsdp2.py)
+    unsafe_fixes: bool = False      # apply fixes that change numerics (codemods/unsafe_fixes.py)
 
     @property
     def use_scaler(self) -> bool:

@@ -64,6 +64,8 @@ def common_options(f):
                      help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
         click.option("--verify-json", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="JSON written by `apex2amp verify --json`, summarised in the --report."),
+        click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
+                     help="Also apply fixes that change numerics (default: report them; see A2A145)."),
         click.option("--cache/--no-cache", "use_cache", default=True,
                      help="Reuse results of unchanged files from earlier runs (default: on)."),
         click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
@@ -76,7 +78,8 @@ def common_options(f):
 
 
 def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool,
-                  cache_dir: Optional[str] = None, target: Optional[str] = None) -> RunConfig:
+                  cache_dir: Optional[str] = None, target: Optional[str] = None,
+                  unsafe_fixes: Optional[bool] = None) -> RunConfig:
     """Settings from `[tool.apex2amp]`, overridden by the command line."""
     from .config import load_config
     file_cfg = load_config(paths, config_path)
@@ -93,7 +96,9 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
         from .target_floor import fsdp2_min_torch
         mt = fsdp2_min_torch(mt, explicit=bool(min_torch or file_cfg.get("min-torch")))
     excludes = list(exclude) + list(file_cfg.get("exclude", []))
-    return RunConfig(options=Options(dtype=dt, min_torch=mt, target=target), select=Selection(sel, ign), excludes=excludes,
+    unsafe = unsafe_fixes if unsafe_fixes is not None else bool(file_cfg.get("unsafe-fixes", False))
+    return RunConfig(options=Options(dtype=dt, min_torch=mt, target=target, unsafe_fixes=unsafe),
+                     select=Selection(sel, ign), excludes=excludes,
                      write=write, jobs=jobs if jobs is not None else (os.cpu_count() or 1),
                      per_file_ignores=file_cfg.get("per-file-ignores", {}), cache_dir=cache_dir)
 
@@ -111,7 +116,8 @@ def _cache_dir(paths, config_path, use_cache: bool, cache_dir: Optional[str]) ->
 
 def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet,
                  verbose, show_ignored, color, config_path, verify_json=None, diff: bool = False,
-                 use_cache: bool = False, cache_dir: Optional[str] = None, target: Optional[str] = None) -> int:
+                 use_cache: bool = False, cache_dir: Optional[str] = None, target: Optional[str] = None,
+                 unsafe_fixes: Optional[bool] = None) -> int:
     """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
     from .config import ConfigError
     from .progress import RunProgress, stderr_is_terminal
@@ -124,7 +130,8 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     try:
         config = _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path,
                                write=(mode == "rewrite" and not diff),
-                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir), target=target)
+                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir), target=target,
+                               unsafe_fixes=unsafe_fixes)
     except (click.BadParameter, ConfigError, ValueError) as e:
         click.echo(f"error: {getattr(e, 'message', None) or e}", err=True)
         return 2
@@ -205,22 +212,22 @@ def console_main() -> None:
 @common_options
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
 def rewrite(paths, select, ignore, dtype, target, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
-            show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
+            show_ignored, color, config_path, verify_json, unsafe_fixes, use_cache, cache_dir, diff):
     """Rewrite files in place (or print a diff with --diff)."""
     sys.exit(_run_command("rewrite", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
                           quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
-                          use_cache=use_cache, cache_dir=cache_dir, target=target))
+                          use_cache=use_cache, cache_dir=cache_dir, target=target, unsafe_fixes=unsafe_fixes))
 
 
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Also print the diff of what rewrite would change.")
 def check(paths, select, ignore, dtype, target, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
-          show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
+          show_ignored, color, config_path, verify_json, unsafe_fixes, use_cache, cache_dir, diff):
     """Write nothing; list what rewrite would change and every finding."""
     sys.exit(_run_command("check", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
                           quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
-                          use_cache=use_cache, cache_dir=cache_dir, target=target))
+                          use_cache=use_cache, cache_dir=cache_dir, target=target, unsafe_fixes=unsafe_fixes))
 
 
 @main.command()

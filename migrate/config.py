@@ -2,7 +2,7 @@
 
 Like ruff, the closest pyproject.toml that has a `[tool.apex2amp]` table wins; the walk stops at the
 repository top (a folder holding `.git`). Keys (dashes or underscores): select, ignore, extend-ignore,
-per-file-ignores, exclude, dtype, min-torch, and the `[tool.apex2amp.verify]` table (modes = ["", "--fp16"],
+per-file-ignores, exclude, dtype, min-torch, unsafe-fixes (bool: apply fixes that change numerics), and the `[tool.apex2amp.verify]` table (modes = ["", "--fp16"],
 resume-args, save-args, resume-at: see migrate/verify/modes.py). Unknown keys and wrong types are errors naming the key.
 Glob patterns with a `/` are relative to the folder of that pyproject.toml; patterns without one match
 file names anywhere. Python 3.11+ reads TOML with `tomllib`; older Pythons with `tomli` (the same parser,
@@ -15,7 +15,8 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify", "target"}
+KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify", "target",
+              "unsafe-fixes"}
 VERIFY_KEYS = {"modes", "resume-args", "save-args", "resume-at"}
 DTYPE_VALUES = ("float16", "bfloat16", "fp16", "bf16")
 MIN_SUPPORTED_TORCH = (1, 10)
@@ -172,6 +173,9 @@ def validate(table: Dict[str, Any], path: str) -> Dict[str, Any]:
         elif k == "target":
             if value not in ("ddp", "fsdp2"):
                 raise ConfigError(f"{path}: [tool.apex2amp] target must be \"ddp\" or \"fsdp2\", not {value!r}")
+        elif k == "unsafe-fixes":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [tool.apex2amp] unsafe-fixes must be true or false, not {value!r}")
             norm[k] = value
     norm["path"] = path
     return norm

@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import gc
 import os
@@ -661,6 +662,7 @@ def _run(paths: Sequence[str], config: RunConfig,
                 cache.put(keys[i], "pass1", res)
         told = _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
         _refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts, told)
+        _hold_back_helpers(files, indexed, pass_one, kept, config)
         simulated = _refuse_held_callers(files, indexed, pass_one, kept, config, facts, told, cache, keys)
         for i in indexed:
             f, fr = pass_one[i]
@@ -1031,6 +1033,27 @@ def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: D
     for i, f in published.items():
         if any(key in facts.reexports for key in f.dropped_imports):
             ready.pop(i, None)
+
+
+def _hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                       pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: "_KeptBytes",
+                       config: RunConfig) -> None:
+    """Backward helpers whose callers would keep their amp code keep theirs (migrate/helper_groups.py)."""
+    from .helper_groups import hold_back
+
+    def bytes_of(j: int) -> Optional[bytes]:
+        data = data_of.get(j)
+        if data is None:
+            try:
+                data = read_bytes(files[j].path)
+            except SourceError:
+                return None
+        return data
+
+    python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
+    hold_back(files, indexed, pass_one, bytes_of, python,
+              lambda j, facts: process_file(files[j], dataclasses.replace(config, write=False), facts),
+              lambda i, told: pass_one_file(files[i], config, told))
 
 
 def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],

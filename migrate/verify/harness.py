@@ -18,6 +18,7 @@ from .resume import check_resume
 from .resume import table as resume_table
 from .runner import SideRun, cuda_available, detect_launcher, real_apex_available, run_side, tail
 from .static_checks import backward_inside_autocast, likely_causes
+from .unsafe_pairs import unsafe_fix_sites
 
 
 def migrate_copy(original: str) -> str:
@@ -163,6 +164,13 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
         echo("verify: the original ran apex %s (fp16 weights); the migration keeps fp32 weights under autocast, "
              "so the fidelity tolerance applies" % "/".join(levels))
     meta["apex_opt_levels"] = levels
+    unsafe = unsafe_fix_sites(os.path.abspath(original)) if mode == "same-engine" else ()
+    if unsafe:
+        # an unsafe fix (--unsafe-fixes) changes the numerics by design: same engine no longer holds
+        mode = "fidelity"
+        echo("verify: the migration of %s is an unsafe fix (changes numerics by design), so the fidelity "
+             "tolerance applies" % ", ".join(unsafe))
+    meta["unsafe_fixes"] = list(unsafe)
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
                  timeout=timeout, apex=apex, find_nan=find_nan)
     verdict = compare(a.records, b.records, steps=steps, mode=mode, dtype=dtype, tolerance=tolerance)

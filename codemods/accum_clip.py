@@ -1,0 +1,122 @@
+"""Gradient accumulation with a clip on every micro-batch: move the clip to the accumulation boundary.
+
+apex unscaled the gradients on every `scale_loss` exit, so a clip after each micro-batch's backward saw
+unscaled, partially accumulated gradients. `GradScaler.unscale_` may run once per step, so the migrated
+clip belongs at the boundary, after `scaler.unscale_(opt)`, just before `scaler.step(opt)`. That clips the
+whole accumulated gradient once instead of every partial sum: an unsafe fix (codemods/unsafe_fixes.py).
+
+`boundary_of` decides whether the move changes nothing but that: the clip is a statement of its own whose
+value is unused, the step sits in a later statement of the same block (`if (i + 1) % accum == 0:`), and no
+statement in between rebinds a name the clip reads or reads a gradient.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Set, Tuple
+
+import libcst as cst
+
+from .names import assigned_names
+from .walk import iter_nodes
+
+Parent = Callable[[cst.CSTNode], Optional[cst.CSTNode]]
+BlockOf = Callable[[cst.CSTNode], Tuple[Optional[cst.CSTNode], int]]
+
+
+def change_message(opt: str) -> str:
+    """What the move changes numerically (the unsafe fix's finding)."""
+    return (f"clip runs on every micro-batch but `{opt}.step()` only at the accumulation boundary: the fix moves "
+            f"the clip to the boundary after `scaler.unscale_({opt})`, so it sees the whole accumulated gradient "
+            "once per step instead of clipping the partial sums after every micro-batch (apex unscaled on every "
+            "`scale_loss` exit); the result differs whenever a partial sum's norm exceeds max_norm")
+
+
+def _lone_call(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and \
+        isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.Call)
+
+
+def _read_names(node: cst.CSTNode) -> Set[str]:
+    out: Set[str] = set()
+    for n in iter_nodes(node):
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+    return out
+
+
+def _rebinds(stmt: cst.CSTNode, names: Set[str]) -> bool:
+    for n in iter_nodes(stmt):
+        if isinstance(n, cst.BaseStatement) or isinstance(n, cst.BaseSmallStatement):
+            if any(a.split(".")[0] in names for a in assigned_names(n)):
+                return True
+        if isinstance(n, (cst.NamedExpr, cst.AsName, cst.CompFor)):
+            target = n.target if not isinstance(n, cst.AsName) else n.name
+            if any(isinstance(t, cst.Name) and t.value in names for t in iter_nodes(target)):
+                return True
+        if isinstance(n, (cst.Global, cst.Nonlocal, cst.Del)):
+            return True
+    return False
+
+
+def _reads_grads(stmt: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Attribute) and n.attr.value in ("grad", "clip_grad_norm_", "clip_grad_value_")
+               for n in iter_nodes(stmt))
+
+
+def branch_pair(clip_stmt: cst.CSTNode, parent: Parent) -> Optional[Tuple[cst.If, cst.BaseStatement]]:
+    """(the `if`, the else branch's last statement) when `clip_stmt` ends the body of an `if` whose `else`
+    also ends in a statement, both branches holding more (the backward) than that last statement."""
+    body = parent(clip_stmt)
+    owner = parent(body) if isinstance(body, cst.IndentedBlock) else None
+    if not (isinstance(owner, cst.If) and owner.body is body and body.body[-1] is clip_stmt and len(body.body) > 1):
+        return None
+    other = owner.orelse
+    if not (isinstance(other, cst.Else) and isinstance(other.body, cst.IndentedBlock) and len(other.body.body) > 1):
+        return None
+    last = other.body.body[-1]
+    return (owner, last) if _lone_call(last) else None
+
+
+def boundary_of(clip_stmt: cst.CSTNode, moved: cst.CSTNode, step_stmt: cst.CSTNode, parent: Parent,
+                block_of: BlockOf) -> Optional[cst.CSTNode]:
+    """The boundary statement (a later sibling of `clip_stmt` holding `step_stmt`) when the clip `moved`
+    (the clip statement as it will read after migration) can run just before `step_stmt`; else None."""
+    if not _lone_call(moved):
+        return None
+    block, i = block_of(clip_stmt)
+    if block is None or not isinstance(parent(step_stmt), cst.IndentedBlock):
+        return None
+    boundary: Optional[cst.CSTNode] = step_stmt
+    while boundary is not None and block_of(boundary)[0] is not block:
+        boundary = parent(boundary)
+    if boundary is None:
+        return None
+    j = block_of(boundary)[1]
+    if j <= i:
+        return None
+    names = _read_names(moved)
+    between = list(block.body[i + 1:j])  # type: ignore[attr-defined]
+    if not isinstance(boundary, cst.If):
+        return None
+    # the boundary's own statements before the step, at every level down to the step (ifs only: a loop
+    # or a `with` between the boundary and the step would not run the clip once per boundary)
+    cur: cst.CSTNode = step_stmt
+    while cur is not boundary:
+        b, k = block_of(cur)
+        if b is None:
+            return None
+        between.extend(b.body[:k])  # type: ignore[attr-defined]
+        owner = parent(b)
+        if isinstance(owner, cst.Else):
+            owner = parent(owner)
+        while isinstance(owner, cst.If) and isinstance(parent(owner), cst.If):  # an `elif`
+            between.append(cst.Expr(owner.test))
+            owner = parent(owner)
+        if not isinstance(owner, cst.If):
+            return None
+        between.append(cst.Expr(owner.test))
+        cur = owner
+    for s in between:
+        if (_rebinds(s, names) or _reads_grads(s)):
+            return None
+    return boundary
+
