@@ -25,6 +25,7 @@ from .mode_rules import APEX_FLAG_LEFTOVER
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
 from .rule_owners import owner_deselected
+from .try_imports import extension_imports
 from .walk import Visitor, iter_nodes
 
 FP16_UTILS_EXPORTS = {
@@ -69,6 +70,7 @@ class RemoveApexImports(Codemod):
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
         table = ImportTable.of(module, ctx.module_name)
+        _report_extension_imports(module, ctx)
         locals_ = apex_locals(table)
         star = {m: nodes for m, nodes in table.star_modules.items() if m == "apex" or m.startswith("apex.")}
         if not locals_ and not star:
@@ -681,6 +683,15 @@ def _mentions_apex(node: cst.CSTNode) -> bool:
 
     node.visit(V())
     return found
+
+
+def _report_extension_imports(module: cst.Module, ctx: FileContext) -> None:
+    """A2A172 at each import of one of apex's compiled extensions (`import amp_C`): it stays, and needs apex."""
+    for stmt in ModuleIndex.of(module).imports:
+        names = extension_imports(stmt)
+        if names:
+            ctx.report(stmt, R.APEX_EXTENSION_KEPT.code, f"`{names[0]}` is apex's compiled extension: it has no torch "
+                       "equivalent and needs apex installed; replace the code that uses it, then remove the import")
 
 
 def _module_keeping_apex(ctx: FileContext) -> Optional[str]:
