@@ -646,6 +646,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
+        _refuse_bf16_regions_off_the_switch(files, indexed, pass_one, kept, config, facts)
         _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
         _refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts)
         for i in indexed:
@@ -983,6 +984,32 @@ def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: D
     for i, f in published.items():
         if any(key in facts.reexports for key in f.dropped_imports):
             ready.pop(i, None)
+
+
+def _refuse_bf16_regions_off_the_switch(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                                        pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
+                                        data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts) -> None:
+    """Pass 1 again, told which modules' `amp.initialize` is switched under --dtype bfloat16
+    (`codemods.amp.BF16_SWITCHED`), for the files with a `scale_loss` that publish no such switch: their
+    regions cannot follow it (no scaler carries it), so their amp migration refuses (A2A174), and the
+    `amp.initialize` of the modules importing them stays with them (A2A117)."""
+    from codemods.amp import BF16_SWITCHED
+    switched = sorted({m for i in indexed for m in pass_one[i][0].extra.get(BF16_SWITCHED, [])})
+    if not switched:
+        return
+    told = RepoFacts(extra={BF16_SWITCHED: switched})
+    for j in indexed:
+        if pass_one[j][0].extra.get(BF16_SWITCHED):
+            continue
+        data = data_of.get(j)
+        if data is None:
+            try:
+                data = read_bytes(files[j].path)
+            except SourceError:
+                continue
+        if b"scale_loss" in data:
+            pass_one[j] = pass_one_file(files[j], config, told)
+    facts.merge(told)
 
 
 def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],
