@@ -12,17 +12,8 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from .apex_extension_names import APEX_EXTENSIONS
 from .names import dotted_name, import_bound_names
-
-# apex's compiled extension modules (csrc/ and contrib/csrc/ of NVIDIA apex), importable only with apex
-APEX_EXTENSIONS = frozenset({
-    "amp_C", "apex_C", "fused_layer_norm_cuda", "fused_adam_cuda", "fused_lamb_cuda", "syncbn",
-    "fused_dense_cuda", "mlp_cuda", "xentropy_cuda", "fast_layer_norm", "fast_multihead_attn",
-    "fused_weight_gradient_mlp_cuda", "scaled_masked_softmax_cuda", "scaled_upper_triang_masked_softmax_cuda",
-    "scaled_softmax_cuda", "generic_scaled_masked_softmax_cuda", "fused_rotary_positional_embedding",
-    "focal_loss_cuda", "distributed_adam_cuda", "distributed_lamb_cuda", "transducer_joint_cuda",
-    "transducer_loss_cuda", "bnp", "peer_memory_cuda", "nccl_p2p_cuda", "fmhalib", "group_norm_cuda",
-})
 
 
 def extension_imports(stmt: cst.CSTNode) -> List[str]:
