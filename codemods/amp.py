@@ -10,7 +10,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import amp_losses, amp_private, amp_regions, amp_threading, apex_flag_state, checkpoint_pairs, clip_reach, screens, templates
+from . import (amp_dead_modes, amp_engine_override, amp_losses, amp_private, amp_regions, amp_reinit, amp_threading,
+               apex_flag_state, checkpoint_pairs, clip_reach, screens, templates)
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -1335,6 +1336,7 @@ class _Analysis:
         if not self.use_scaler:
             return
         if self.scaler_is_attr and not self.scaler_global:
+            amp_engine_override.override_base_steps(self, R.ENGINE_OVERRIDE)  # a base's step: override it
             self._refusal = amp_threading.check_holder_reach(self)
             if self._refusal:
                 return
@@ -1547,6 +1549,7 @@ class _Analysis:
             self._abort_all()
             return
         self.drop_apex_branches()
+        amp_dead_modes.drop_unselectable_apex_branches(self, R.UNSELECTABLE_APEX_MODE)  # `self.backend == "apex"`
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
         kept = self._imported_unmigrated_amp() if inits else None
@@ -1556,6 +1559,14 @@ class _Analysis:
                                                    "its findings) and relies on the state `amp.initialize` sets up: "
                                                    "migrate the two together by hand, then rerun")
             self.abort = True
+        reinits = amp_reinit.removable_reinitializations(self, inits) if len(inits) > 1 and not self.abort else []
+        for s in reinits:  # a restore that re-runs initialize before amp.load_state_dict (codemods/amp_reinit.py)
+            inits.remove(s)
+            live.remove(s)
+            self.plan.remove(s.stmt)
+            self.report(s.call, R.REINITIALIZE, "second `amp.initialize` (before `amp.load_state_dict`) removed: "
+                                                "the GradScaler made at the first one is the one the load restores",
+                        fixed=True)
         private = amp_private.private_state_use(self) if inits and not self.abort else None
         if private is not None:
             self.report(private[0], R.INTERNALS, f"apex internal `{private[1]}` exists only after `amp.initialize`: "
@@ -1711,7 +1722,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A173", "A2A174")
+                                                           "A2A142", "A2A173", "A2A174", "A2A416", "A2A417", "A2A418")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

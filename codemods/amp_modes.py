@@ -24,6 +24,7 @@ import libcst as cst
 from . import mode_rules as M
 from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .names import dotted_name, literal_string, norm_code
+from .version_gates import fold_version_gates
 
 Branch = Tuple[Optional[cst.BaseExpression], cst.CSTNode]
 
@@ -161,6 +162,7 @@ class ModeSwitches:
     def fold(self, test: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
         if test is None:
             return None
+        test = fold_version_gates(test, self.a.table, self.a.ctx.options.min_torch)  # torch >= min_torch here
         return fold_condition(test, self.flags, self.locals)
 
     def allow(self, top: cst.If, apex: List[Branch], native: List[Branch]) -> bool:

@@ -519,6 +519,75 @@ from apex import amp""",
     after="""
 from apex import amp  # unchanged: `python pkg/tool.py` would import pkg/apex.py""")
 
+REINITIALIZE = rule(
+    "A2A416", "amp-reinitialize-on-restore", "a second `amp.initialize` before `amp.load_state_dict` (restore) removed",
+    fixes=True, severity=FIX,
+    why="""
+apex's restore recipe calls `amp.initialize` again on the model and optimizer it already returned, then
+`amp.load_state_dict(...)`: the second call makes fresh loss scalers that the load overwrites. Native AMP
+has one GradScaler, made where the first `amp.initialize` was and kept on `self`; the load restores its
+state (`self.scaler.load_state_dict(...)`), so the second call goes. This applies when both calls are in
+methods of one class, the second assigns the same `self` attributes from the same objects with the same
+options, and its block goes on to `amp.load_state_dict`; other modules with several `amp.initialize`
+calls are reported (A2A117).""",
+    before="""
+def restore(self, ckpt):
+    self.model.load_state_dict(ckpt["model"])
+    self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level=self.opt_level)
+    amp.load_state_dict(ckpt["amp"])""",
+    after="""
+def restore(self, ckpt):
+    self.model.load_state_dict(ckpt["model"])
+    self.scaler.load_state_dict(ckpt["amp"])""")
+
+UNSELECTABLE_APEX_MODE = rule(
+    "A2A417", "apex-backend-unselectable", "`if self.backend == 'apex'` branches removed once nothing can set 'apex'",
+    fixes=True, severity=FIX,
+    why="""
+A trainer picks its backend once (a torch-version gate with native, apex and fp32 branches) and keeps
+the choice on the object, e.g. `self.backend = "apex"`. When the apex branch of that choice goes
+because the native branch runs in its place (torch is new enough wherever the migrated code runs),
+nothing sets the apex value any more, so the methods' `if self.backend == "apex":` branches are dead
+and go with it; their native and fp32 branches stay unchanged, and the scaler stays where the native
+branch keeps it (`self.scaler`). Applies only when every assignment of that attribute in the module is
+a string literal.""",
+    before="""
+if self.backend == "apex":
+    with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+        scaled_loss.backward()
+else:
+    loss.backward()""",
+    after="""
+loss.backward()""")
+
+ENGINE_OVERRIDE = rule(
+    "A2A418", "engine-step-override", "a base-class method that steps the amp optimizer -> an override on the apex engine",
+    fixes=True, severity=FIX,
+    why="""
+Engine classes often come one per precision backend on a shared base (`Engine`, `ApexEngine(Engine)`,
+`NativeEngine(Engine)`), and the base's `optimizer_step` calls `self.optimizer.step()` for all of them.
+Only the apex engine has the GradScaler (kept on `self`), so the base method cannot use it. The apex
+engine gets its own copy of that method with `scaler.step(optimizer)` and `scaler.update()`; the base
+and the other backends keep theirs unchanged. Not done when the class already defines the method, or
+the method is decorated, calls `super()` or reads private `__names`.""",
+    before="""
+class Engine:
+    def optimizer_step(self):
+        self.optimizer.step()
+
+class ApexEngine(Engine):
+    ...""",
+    after="""
+class Engine:
+    def optimizer_step(self):
+        self.optimizer.step()
+
+class ApexEngine(Engine):
+    ...
+    def optimizer_step(self):
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()""")
+
 INSTALL_CHECK_KEPT = rule(
     "A2A171", "apex-install-check-kept", "the \"please install apex\" check stays: another module of the run keeps apex code",
     fixes=False, severity=INFO,

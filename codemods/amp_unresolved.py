@@ -10,6 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from . import screens
+from .amp_object import report_amp_objects
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
 from .names import ImportTable, dotted_name
@@ -37,11 +38,12 @@ scaler.scale(loss).backward()  # with a GradScaler made where amp.initialize was
 OTHER_AMP_PACKAGES = ("mxnet", "torch", "tensorflow", "paddle", "jax")
 
 class UnresolvedAmpApi(Codemod):
-    """Report `*.amp.scale_loss(...)` / `*.amp.master_params(...)` whose receiver is not apex's."""
+    """Report `*.amp.scale_loss(...)` / `*.amp.master_params(...)` whose receiver is not apex's, and
+    apex amp held under another name (`self.apex.initialize(..., opt_level=...)`, A2A171)."""
 
     NAME = "amp_unresolved"
     DESCRIPTION = "apex amp calls through names not imported from apex (findings only)"
-    CODES = (UNRESOLVED.code,)
+    CODES = (UNRESOLVED.code, "A2A171")
     PREFILTER = screens.AMP_UNRESOLVED.PREFILTER  # tokens and second stage: codemods/screens.py
     REPORTS_ONLY = True
 
@@ -68,4 +70,5 @@ class UnresolvedAmpApi(Codemod):
                        f"`{receiver}.{func.attr.value}(...)` looks like apex amp, but `{receiver}` is not imported "
                        f"from apex in this module ({where}): import amp from apex here and run again, or "
                        "migrate it by hand")
+        report_amp_objects(index, table, ctx, OTHER_AMP_PACKAGES)
         return module

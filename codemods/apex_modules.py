@@ -16,6 +16,7 @@ from . import screens, templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary
 from .index import ModuleIndex
+from .optimizer_resume import report_resume_sites
 from .walk import Visitor, iter_nodes
 from .names import ImportTable, assigned_names, code_of, dotted_name
 
@@ -274,6 +275,11 @@ def ensure_import(module: cst.Module, stmt_code: str, bound: bool) -> cst.Module
     """Add a top-level import (e.g. `import torch`) after the module's leading imports unless `bound`."""
     if bound:
         return module
+    if stmt_code.startswith("import ") and " as " not in stmt_code:
+        from .importing import place_sorted_import
+        placed = place_sorted_import(module, stmt_code[len("import "):].strip())
+        if placed is not None:  # an isort-sorted import block stays sorted
+            return placed
     new_stmt = templates.statement(stmt_code)
     body = list(module.body)
     insert_at = 0
@@ -456,7 +462,7 @@ class ApexModulesToTorch(Codemod):
     NAME = "apex_modules"
     DESCRIPTION = "apex.optimizers, apex.normalization, apex.contrib and apex.fp16_utils helpers -> torch equivalents"
     CODES = ("A2A301", "A2A302", "A2A303", "A2A304", "A2A305", "A2A310", "A2A311", "A2A312", "A2A313",
-             "A2A320", "A2A321", "A2A322", "A2A323")
+             "A2A320", "A2A321", "A2A322", "A2A323", "A2A324")
     PREFILTER = screens.APEX_MODULES.PREFILTER  # tokens and second stage: codemods/screens.py
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
@@ -479,6 +485,7 @@ class ApexModulesToTorch(Codemod):
         if checks and not _apex_norms_left(index, res, run.plan, checks):
             for node in checks:
                 run.layer_norm_type_check(node, index)
+        report_resume_sites(index, run.migrated_optimizers, ctx)
         if not run.plan:
             return module
         new = apply_plan(module, run.plan)
@@ -572,6 +579,7 @@ class _Run(Visitor):
         self.plan = EditPlan()
         self.needs_torch = False
         self.min_torch = ctx.options.min_torch
+        self.migrated_optimizers: List[Tuple[cst.Call, str, str]] = []  # (apex call, apex class, torch class)
 
     # helpers
     def _ok(self, node: cst.CSTNode, code: str) -> bool:
@@ -724,6 +732,7 @@ class _Run(Visitor):
         sgn = literal_bool(val.get("set_grad_none")) if "set_grad_none" in val else True
         if sgn is False:
             note = "; set_grad_none=False: call zero_grad(set_to_none=False) if code relies on zeroed grads"
+        self.migrated_optimizers.append((node, "FusedAdam", target))
         self.ctx.report(node, "A2A301", f"FusedAdam -> torch.optim.{target} with weight_decay explicit and "
                         f"{flag[0]}=True (not bitwise identical to apex){note}", fixed=True)
 
@@ -760,6 +769,7 @@ class _Run(Visitor):
                             [("foreach", "True")])
         self.plan.replace_node[node] = node.with_changes(
             func=self._callee("torch.optim.Adagrad", "torch.optim.Adagrad"), args=args)
+        self.migrated_optimizers.append((node, "FusedAdagrad", "Adagrad"))
         self.ctx.report(node, "A2A303", "FusedAdagrad -> torch.optim.Adagrad (arguments as keywords)", fixed=True)
 
     # norms

@@ -4,15 +4,18 @@ The placement is libcst's `AddImportsVisitor`'s for a plain `import NAME` (after
 `__strict__` flag and the leading block of one-import lines, with an empty line before the next
 statement), done directly on the module body: the visitor walks and rebuilds the whole module and
 importing `libcst.codemod` costs a quarter second per process. `tests/test_importing.py` holds the
-two to the same output, except that `import torch.nn` already binds `torch` here (no second import).
+two to the same output, except that `import torch.nn` already binds `torch` here (no second import),
+and that a leading import block sorted as isort / ruff's `I` rules sort it stays sorted
+(`codemods/import_order.py`).
 """
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import Any, Iterable, List, Optional, Tuple
 
 import libcst as cst
 
 from . import templates
+from .import_order import sorted_position
 from .names import dotted_name
 
 
@@ -54,6 +57,9 @@ def ensure_imports(module: cst.Module, names: Iterable[str]) -> cst.Module:
     at = start
     while at < len(body) and _is_import_line(body[at]):
         at += 1
+    placed = _place_sorted(body, start, at, missing, module.config_for_parsing)
+    if placed is not None:
+        return module.with_changes(body=placed[0])
     after = body[at:]
     if after:
         first = after[0]
@@ -64,6 +70,46 @@ def ensure_imports(module: cst.Module, names: Iterable[str]) -> cst.Module:
     config = module.config_for_parsing
     added = [cst.parse_statement(f"import {n}", config=config) for n in missing]
     return module.with_changes(body=(*body[:at], *added, *after))
+
+
+def place_sorted_import(module: cst.Module, name: str) -> Optional[cst.Module]:
+    """`module` with `import name` placed in its sorted leading import block, or None when the
+    module has no such block (the caller then places the import its own way)."""
+    body: List[cst.BaseStatement] = list(module.body)
+    start = 1 if body and _is_docstring_or_strict_flag(body[0]) else 0
+    end = start
+    while end < len(body) and _is_import_line(body[end]):
+        end += 1
+    placed = _place_sorted(body, start, end, [name], module.config_for_parsing)
+    return module.with_changes(body=placed[0]) if placed is not None else None
+
+
+def _place_sorted(body: List[cst.BaseStatement], start: int, end: int, names: List[str], config: Any
+                  ) -> Optional[Tuple[List[cst.BaseStatement], int, List[str]]]:
+    """`body` with each `import NAME` where it keeps a sorted leading import block (body[start:end])
+    sorted (isort / ruff `I`), the block's new end, and the names left to place; None when the
+    block is not sorted (or empty: then the plain placement is the sorted one too)."""
+    if end == start:
+        return None
+    body = list(body)
+    for name in names:
+        where = sorted_position(body[start:end], name)
+        if where is None:
+            return None
+        i, blank_before, blank_after = where
+        at = start + i
+        if i == 0:  # the new first line of the block takes over what precedes the block
+            lead = list(body[at].leading_lines)
+        else:
+            lead = [cst.EmptyLine()] if blank_before else []
+        new = cst.parse_statement(f"import {name}", config=config).with_changes(leading_lines=lead)
+        if at < end and (i == 0 or blank_after is not None):
+            body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine()] if blank_after else [])
+        body.insert(at, new)
+        end += 1
+    if end < len(body) and not body[end].leading_lines and not _is_import_line(body[end]):
+        body[end] = body[end].with_changes(leading_lines=(cst.EmptyLine(),))
+    return body, end, []
 
 
 def add_helper_function(module: cst.Module, name: str, code: str) -> cst.Module:

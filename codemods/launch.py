@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import screens
+from . import launch_shapes, screens
 from .apex_parallel import edit_args, enclosing, kwarg
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
@@ -157,6 +157,32 @@ apex.parallel.multiproc). Documentation is never rewritten: update the command t
      before="python -m torch.distributed.launch --nproc_per_node=4 train.py",
      after="torchrun --nproc_per_node=4 train.py")
 
+rule("A2A420", "plain-python-launch-of-torchrun-script", "`python SCRIPT.py` of a script migrated to torchrun",
+     fixes=True, severity=FIX,
+     why="""
+The run rewrote SCRIPT.py's mp.spawn: the spawned function now takes `int(os.environ["LOCAL_RANK"])`
+and init_process_group reads torchrun's environment, so a plain `python SCRIPT.py` fails with
+KeyError: 'LOCAL_RANK'. In shell scripts, Makefiles and similar files the launch line becomes the
+torchrun line (nproc_per_node from the old spawn's nprocs, "gpu" for device_count()); documentation
+is only reported. Lines whose script cannot be resolved to a migrated file of the run are left as they are.""",
+     before="CUDA_VISIBLE_DEVICES=0,1 python train.py --epochs 10",
+     after="CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=gpu train.py --epochs 10")
+# A2A420 is applied to the run's launch files by migrate/launch_torchrun.py
+
+
+rule("A2A413", "spawn-init-in-other-module", "the spawned worker may join the process group in another module",
+     fixes=False, severity=WARNING,
+     why="""
+The spawned function calls a function imported from another module of the project (a `setup(rank,
+world_size)` or `init_distributed(args)` helper), and nothing in this file calls init_process_group.
+That helper probably joins the process group, so this is a distributed launch, but its rank, world size
+and init_method are in a file this one cannot show, and converting only the launch would leave them
+fighting torchrun's. Convert both by hand: call the worker with int(os.environ["LOCAL_RANK"]), let the
+helper's init_process_group read env:// (drop init_method, rank, world_size and MASTER_ADDR/PORT), and
+launch with the torchrun line the finding names.""",
+     before="mp.spawn(worker, args=(world_size,), nprocs=world_size)  # worker calls utils.setup(rank, ws)",
+     after='worker(int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))  # torchrun --nproc_per_node=N')
+
 
 def _env(var: str) -> cst.BaseExpression:
     return parse_expr(ENV.format(var))
@@ -185,7 +211,7 @@ class SpawnToTorchrun(Codemod):
     NAME = "launch"
     DESCRIPTION = "mp.spawn and torch.distributed.launch entry points -> torchrun environment"
     CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409",
-             "A2A412")
+             "A2A412", "A2A413", "A2A420")
     PREFILTER = screens.LAUNCH.PREFILTER  # tokens and second stage: codemods/screens.py
     # a --local_rank argument is one statement's edit (plus `import os`): only the statements that spell
     # the flag are read (not every `args.local_rank`); spawns read the whole module
@@ -347,6 +373,16 @@ class SpawnToTorchrun(Codemod):
         reach = self._reachable(fdef)
         inits = [c for f in reach for c in self._calls_in(f) if self.table.refers_to(c.func, *INIT_PG)]
         if not inits:
+            foreign = launch_shapes.foreign_callees([c for f in reach for c in self._calls_in(f)], self.table,
+                                                    set(self.funcs))
+            if foreign:
+                ctx.report(call, "A2A413", f"{fn_name} calls {', '.join(foreign[:3])} from another module, which "
+                           "may call init_process_group (this file cannot show it): if it does, call "
+                           f"{fn_name}(int(os.environ['LOCAL_RANK']), ...) where the spawn was, make that "
+                           "init_process_group read env:// (no init_method/rank/world_size, no MASTER_ADDR/PORT), "
+                           f"and launch with torchrun --nproc_per_node={self._nproc_value(sp, self.module, 0)} "
+                           f"{ctx.path} ...")
+                return
             ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
                        "distributed launch and stays")
             return
@@ -361,12 +397,20 @@ class SpawnToTorchrun(Codemod):
             ctx.report(call, "A2A406", "the result of mp.spawn is used: convert to torchrun by hand")
             return
         gate = self._count_gate(line, sp)
+        params = [p.name.value for p in fdef.params.params]
+        outer: cst.BaseStatement = line  # the statement the torchrun call replaces
+        twin_gate = gate if gate is not None else launch_shapes.device_count_gate(line, self.parents)
+        if twin_gate is not None and params and isinstance(sp.args.value if sp.args else cst.Tuple([]), cst.Tuple) \
+                and launch_shapes.single_process_twin(
+                    twin_gate, line, fn_name or "", params,
+                    [e.value for e in sp.args.value.elements] if sp.args else [],  # type: ignore[union-attr]
+                    norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"):
+            outer, gate = twin_gate, None  # `if n > 1: spawn else: fn(0, ...)`: one torchrun path for both
         if gate is not None:
             ctx.report(call, "A2A406", f"the spawn runs only when `{code_of(gate.test)}`, a test of the process "
                        "count torchrun would set: launch the single-process path with torchrun too, or convert by "
                        "hand")
             return
-        params = [p.name.value for p in fdef.params.params]
         if not params or fdef.params.posonly_params:
             ctx.report(call, "A2A406", f"{fn_name} takes no positional process index; convert by hand")
             return
@@ -418,6 +462,24 @@ class SpawnToTorchrun(Codemod):
             nprocs_role = "WORLD_SIZE" if as_world else "LOCAL_WORLD_SIZE"
             if as_world:
                 world_worker.add(wparam)
+
+        # worker side: world size from the per-node process count (`args.world_size = ngpus * args.nnodes`)
+        per_node = {mapping[sp.nprocs.value.value]} if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) \
+            and sp.nprocs.value.value in mapping else set()
+        if sp.nprocs is not None and not isinstance(sp.nprocs.value, cst.Name):
+            per_node.add(_translate(norm_code(sp.nprocs.value), mapping))
+        for f in reach:
+            assigns = self._assignments(f)
+            counted = launch_shapes.device_count_names(assigns)
+            for stmt in assigns:
+                if len(stmt.targets) != 1:
+                    continue
+                target = stmt.targets[0].target
+                nodes = launch_shapes.world_size_product(stmt.value, per_node, counted)
+                if nodes is not None and _names_world_size(target, nodes) and not _has_effects(nodes):
+                    world_worker.add(norm_code(target))
+                    self.plan.replace_node[stmt.value] = _env("WORLD_SIZE")
+                    ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
 
         # worker side: global rank arithmetic
         rank_worker: Set[str] = {local_param}
@@ -479,16 +541,18 @@ class SpawnToTorchrun(Codemod):
         before: List[cst.BaseStatement] = list(main_inserts)
         if nprocs_role is not None:
             name = sp.nprocs.value.value  # type: ignore[union-attr]
-            assign = self._last_assignment_in_block(line, name)
+            assign = self._last_assignment_in_block(outer, name)
             if assign is not None:
                 self.plan.replace_node[assign.value] = _env(nprocs_role)
             else:
                 before.append(parse_stmt(f'{name} = int(os.environ["{nprocs_role}"])\n'))
             ctx.report(call, "A2A404", f"{name} = torchrun's {nprocs_role}", fixed=True)
         new_line = line.with_changes(body=[line.body[0].with_changes(value=new_call)])
+        if outer is not line:
+            new_line = new_line.with_changes(leading_lines=outer.leading_lines)
         if before:
             new_line = new_line.with_changes(leading_lines=())
-        self.plan.replace_stmt[line] = before + [new_line]
+        self.plan.replace_stmt[outer] = before + [new_line]
         self.need_os = True
         self.spawn_rewritten = True
         nproc = self._nproc_value(sp, scope, spawn_line)

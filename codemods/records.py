@@ -69,6 +69,7 @@ class Options:
     dtype: str = "float16"          # "float16" or "bfloat16"
     min_torch: Tuple[int, int] = (2, 4)
     device: str = "cuda"
+    target: str = "ddp"             # "ddp" (autocast + GradScaler) or "fsdp2" (codemods/fsdp2.py)
 
     @property
     def use_scaler(self) -> bool:

@@ -2,14 +2,15 @@
 
 Order matters: API rewrites first, then launch changes, then apex import removal (which only drops
 imports the earlier rewrites left unused), then the lints of the migrated code (fp16 hazards, calls
-missing the scaler (A2A701), checkpoints (A2A704)).
+missing the scaler (A2A701), checkpoints (A2A704), restores from apex's checkpoint key (A2A107)), and
+last the opt-in `--target fsdp2` on the migrated code.
 """
 from __future__ import annotations
 
 from typing import List
 
-from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_lint, cuda_amp, hazards, imports, launch,
-               lint_autocast_modes, manual_scaling, scaler_calls)
+from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_followup, checkpoint_lint, cuda_amp,
+               fsdp2, hazards, imports, launch, launch_lines, lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
 from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
@@ -23,11 +24,14 @@ def all_codemods() -> List[Codemod]:
         manual_scaling.ManualLossScalingToGradScaler(),
         apex_parallel.ApexParallelToTorchDDP(),
         launch.SpawnToTorchrun(),
+        launch_lines.LaunchCommandInCode(),
         imports.RemoveApexImports(),
         hazards.Fp16HazardLint(),
         lint_autocast_modes.AutocastModeLint(),
         scaler_calls.MissingScalerArgumentLint(),
         checkpoint_lint.NativeCheckpointLint(),
+        checkpoint_followup.ApexCheckpointFollowUp(),
+        fsdp2.FullyShardTarget(),  # --target fsdp2 only: on the migrated code
     ]
 
 

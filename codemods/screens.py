@@ -29,11 +29,14 @@ class Screen:
 
 
 _UNRESOLVED_AMP_CALL = re.compile(rb"amp\s*\.\s*(?:scale_loss|master_params)\s*\(")
+# apex amp held as an object under any name (codemods/amp_object.py): `.scale_loss(` or an `opt_level=`
+_AMP_OBJECT_CALL = re.compile(rb"\.\s*scale_loss\s*\(|\bopt_level\s*=")
 
 
 def _calls_amp_only_api(data: bytes, module_name: str = "") -> bool:
-    """The call shape itself: a receiver whose name ends in `amp`, then `.scale_loss(` or `.master_params(`."""
-    return _UNRESOLVED_AMP_CALL.search(data) is not None
+    """The call shape itself: a receiver whose name ends in `amp`, then `.scale_loss(` or `.master_params(`;
+    or `.scale_loss(` / `opt_level=` on any receiver (A2A171)."""
+    return _UNRESOLVED_AMP_CALL.search(data) is not None or _AMP_OBJECT_CALL.search(data) is not None
 
 
 # a `def` whose parameters name a scaler (`scaler`, `grad_scaler`, `: GradScaler`)
@@ -53,12 +56,13 @@ def _may_have_hazard(data: bytes, module_name: str = "") -> bool:
 
 CUDA_AMP = Screen("cuda_amp", (b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp"))
 AMP = Screen("amp", (b"apex", b"scaler"))
-AMP_UNRESOLVED = Screen("amp_unresolved", (b"scale_loss", b"master_params"), _calls_amp_only_api)
+AMP_UNRESOLVED = Screen("amp_unresolved", (b"scale_loss", b"master_params", b"opt_level"), _calls_amp_only_api)
 APEX_MODULES = Screen("apex_modules", (b"apex",))
 MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half"),
                         may_scale_by_hand)
 APEX_PARALLEL = Screen("apex_parallel", (b"apex",))
 LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_processes"))
+LAUNCH_LINES = Screen("launch_lines", (b"torch.distributed.launch",))  # launch commands built in code
 # apex's extensions (`import amp_C`) need apex too (A2A172), in files that may not name apex
 IMPORTS = Screen("imports", (b"apex",) + tuple(sorted(n.encode() for n in APEX_EXTENSIONS)))
 _CKPT_LINT_SHAPE = re.compile(rb"scaler\s*\.\s*(?:load_)?state_dict\s*\(|\bamp\s*[,)]")
@@ -74,15 +78,37 @@ HAZARDS = Screen("hazards", (b"autocast", b"GradScaler", b"apex", b".half()", b"
                  _may_have_hazard)
 LINT_AUTOCAST_MODES = Screen("lint_autocast_modes", (b"autocast", b"GradScaler", b"apex"))  # apex: migrated here
 SCALER_CALLS = Screen("scaler_calls", (b"scaler", b"Scaler"), _defines_scaler_parameter)
+_SCALER_FROM_AMP_KEY = re.compile(rb"""[Ss]caler\s*\.\s*load_state_dict\s*\([^)]*['"]amp['"]""")
+
+
+def _restores_scaler_from_amp_key(data: bytes, module_name: str = "") -> bool:
+    """`scaler.load_state_dict(ckpt["amp"])` (codemods/checkpoint_followup.py)."""
+    return _SCALER_FROM_AMP_KEY.search(data) is not None
+
+
+CHECKPOINT_FOLLOWUP = Screen("checkpoint_followup", (b"load_state_dict",), _restores_scaler_from_amp_key)
+
+_FSDP2_SHAPE = re.compile(rb"DistributedDataParallel|\bDDP\b|autocast|GradScaler|^[ \t]*(?:from|import)[ \t]+apex\b", re.M)
+
+
+def _may_shard(data: bytes, module_name: str = "") -> bool:
+    """A DDP wrap, autocast or GradScaler, or an apex import (codemods/fsdp2.py, `--target fsdp2` only)."""
+    return _FSDP2_SHAPE.search(data) is not None
+
+
+# `--target fsdp2` only (the codemod returns at once under the default target)
+FSDP2 = Screen("fsdp2", (b"DistributedDataParallel", b"DDP", b"autocast", b"GradScaler", b"apex"), _may_shard)
 
 # in the order of `codemods.registry.all_codemods()`
 SCREENS: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, MANUAL_SCALING, APEX_PARALLEL, LAUNCH,
-                               IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT)
+                               LAUNCH_LINES, IMPORTS, HAZARDS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT,
+                               CHECKPOINT_FOLLOWUP, FSDP2)
 
 # The same screens, those that may parse a file with the stdlib (an install guard, a scaled backward,
 # a hazard) last: whether *some* codemod wants a file is then mostly answered without a parse
-BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, IMPORTS,
-                               LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, MANUAL_SCALING, HAZARDS)
+BY_COST: Tuple[Screen, ...] = (CUDA_AMP, AMP, AMP_UNRESOLVED, APEX_MODULES, APEX_PARALLEL, LAUNCH, LAUNCH_LINES,
+                               IMPORTS, LINT_AUTOCAST_MODES, SCALER_CALLS, CHECKPOINT_LINT, CHECKPOINT_FOLLOWUP, FSDP2,
+                               MANUAL_SCALING, HAZARDS)
 
 # Cheap first stage: a file none of these byte strings occur in cannot need any codemod.
 PREFILTER = re.compile(

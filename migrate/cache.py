@@ -23,7 +23,7 @@ import os
 import pickle
 import sys
 import tempfile
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 CACHE_FOLDER = ".apex2amp_cache"
 _MAX_ENTRIES = 200_000  # a bucket past this is started afresh (a cache, not an archive)
@@ -58,12 +58,29 @@ def tool_fingerprint() -> str:
 
 
 def default_dir(paths: Any, config_file: Optional[str]) -> str:
-    """APEX2AMP_CACHE_DIR, else beside the project's pyproject.toml, else in the working folder."""
+    """APEX2AMP_CACHE_DIR, else beside `config_file` (the pyproject.toml the settings come from), else
+    beside the project's pyproject.toml (the closest above the first path, up to the repository top,
+    without a [tool.apex2amp] table), else in the working folder (what `--help` says)."""
     env = os.environ.get("APEX2AMP_CACHE_DIR")
     if env:
         return env
+    config_file = config_file or project_pyproject(list(paths or ()))
     base = os.path.dirname(os.path.abspath(config_file)) if config_file else os.getcwd()
     return os.path.join(base, CACHE_FOLDER)
+
+
+def project_pyproject(paths: List[str]) -> Optional[str]:
+    """The closest pyproject.toml above the first path, up to the repository top (a folder with `.git`)."""
+    start = os.path.abspath(paths[0] if paths else ".")
+    cur = start if os.path.isdir(start) else os.path.dirname(start)
+    while True:
+        cand = os.path.join(cur, "pyproject.toml")
+        if os.path.isfile(cand):
+            return cand
+        nxt = os.path.dirname(cur)
+        if os.path.exists(os.path.join(cur, ".git")) or nxt == cur:
+            return None
+        cur = nxt
 
 
 class ResultCache:

@@ -9,6 +9,13 @@ Handles the two apex formats found in `torch.save` files:
   "dynamic_loss_scale", "overflow", "first_closure_call_this_step", "optimizer_state_dict",
   "fp32_from_fp16"}` becomes the inner optimizer's state under the same key, plus the GradScaler state
   under a new "scaler" key. apex classes pickled in the file are read without apex installed.
+- apex FusedAdam / FusedAdagrad: `optimizer.state_dict()` with the step count in each param group
+  (`param_groups[i]["step"]`) and per parameter only `exp_avg`/`exp_avg_sq` (or `sum`) gets, as torch
+  Adam/AdamW/Adagrad need, `state[i]["step"] = tensor(float(group step))` for each parameter of the group
+  (0.0 where apex kept none: FusedAdagrad, whose lr has no decay: its groups get `lr_decay=0.0`) and no
+  group step. Found at the root or inside dicts up to three levels down. As with any torch optimizer,
+  the loaded groups' hyperparameters are the saved ones (torch-only flags such as fused= take torch's
+  defaults).
 
 Everything else in the checkpoint is kept. torch is imported lazily (the rewriter does not need it).
 """
@@ -75,6 +82,49 @@ def is_fp16_optimizer_state(v: Any) -> bool:
     return isinstance(v, dict) and "loss_scaler" in v and "optimizer_state_dict" in v
 
 
+_FUSED_PER_PARAM = ({"exp_avg", "exp_avg_sq"}, {"sum"})  # FusedAdam's, FusedAdagrad's
+FUSED_DEPTH = 3
+
+
+def is_fused_optimizer_state(v: Any) -> bool:
+    """An optimizer state_dict in apex FusedAdam/FusedAdagrad's layout: per-parameter state without
+    'step' holding exactly apex's keys."""
+    if not (isinstance(v, dict) and isinstance(v.get("state"), dict) and isinstance(v.get("param_groups"), list)):
+        return False
+    entries = list(v["state"].values())
+    return bool(entries) and all(isinstance(e, dict) and "step" not in e and set(e) in _FUSED_PER_PARAM
+                                 for e in entries) and all(isinstance(g, dict) for g in v["param_groups"])
+
+
+def fused_optimizer_to_torch(state: Dict[str, Any]) -> int:
+    """Move each param group's step into its parameters' state, in place; returns the entries changed."""
+    torch = _torch()
+    changed = 0
+    for group in state["param_groups"]:
+        step = group.pop("step", 0)
+        value = float(step.reshape(-1)[0].item() if torch.is_tensor(step) else step)
+        for i in group.get("params", []):
+            entry = state["state"].get(i)
+            if isinstance(entry, dict) and "sum" in entry:
+                group.setdefault("lr_decay", 0.0)  # torch Adagrad reads it; apex's has no lr decay
+                group.setdefault("initial_accumulator_value", 0.0)
+            if isinstance(entry, dict) and "step" not in entry:
+                entry["step"] = torch.tensor(value)
+                changed += 1
+    return changed
+
+
+def _convert_fused(node: Any, where: str, depth: int, msgs: List[str]) -> Any:
+    if is_fused_optimizer_state(node):
+        n = fused_optimizer_to_torch(node)
+        msgs.append(f"{where}: apex FusedAdam/FusedAdagrad optimizer state -> torch layout (group step moved "
+                    f"into {n} parameter state(s))")
+    elif isinstance(node, dict) and depth < FUSED_DEPTH:
+        for k, v in node.items():
+            _convert_fused(v, f"key {k!r}" if where == "the checkpoint root" else f"{where}[{k!r}]", depth + 1, msgs)
+    return node
+
+
 def amp_to_grad_scaler(state: Dict[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
     """GradScaler state for apex amp scaler state (the first scaler; more are reported)."""
     notes = []
@@ -136,11 +186,18 @@ def _find(ckpt: Any, key: Optional[str]) -> List[Tuple[Optional[str], str]]:
 
 
 def convert_checkpoint(ckpt: Any, key: Optional[str] = None) -> Tuple[Any, List[str]]:
-    """Convert the apex scaler state inside a loaded checkpoint; returns (new checkpoint, messages)."""
-    found = _find(ckpt, key)
-    if not found:
-        raise CheckpointError("no apex amp state (loss_scaler0/loss_scale) or FP16_Optimizer state (loss_scaler/"
-                              "optimizer_state_dict) found; nothing to convert")
+    """Convert the apex state inside a loaded checkpoint (scalers, then fused-optimizer states);
+    returns (new checkpoint, messages)."""
+    try:
+        found = _find(ckpt, key)
+    except CheckpointError:
+        if not (isinstance(ckpt, dict) and key in ckpt and _has_fused(ckpt[key], 0)):
+            raise
+        found = []
+    if not found and not _has_fused(ckpt if key is None else ckpt[key], 0):
+        raise CheckpointError("no apex amp state (loss_scaler0/loss_scale), FP16_Optimizer state (loss_scaler/"
+                              "optimizer_state_dict) or FusedAdam optimizer state (param_groups step) found; "
+                              "nothing to convert")
     msgs: List[str] = []
     for k, kind in found:
         state = ckpt if k is None else ckpt[k]
@@ -166,7 +223,16 @@ def convert_checkpoint(ckpt: Any, key: Optional[str] = None) -> Tuple[Any, List[
                 msgs.append(f"{where}: FP16_Optimizer state -> optimizer state; GradScaler state under {skey!r} "
                             f"(scale {new['scale']:g})")
         msgs.extend(f"  note: {n}" for n in notes)
+    # after the scalers: an FP16_Optimizer's inner state may itself be a FusedAdam's
+    _convert_fused(ckpt if key is None else ckpt[key], "the checkpoint root" if key is None else f"key {key!r}",
+                   0, msgs)
     return ckpt, msgs
+
+
+def _has_fused(node: Any, depth: int) -> bool:
+    if is_fused_optimizer_state(node):
+        return True
+    return isinstance(node, dict) and depth < FUSED_DEPTH and any(_has_fused(v, depth + 1) for v in node.values())
 
 
 def convert_checkpoint_file(src: str, dst: str, key: Optional[str] = None) -> str:

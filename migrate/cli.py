@@ -12,10 +12,9 @@ import click
 from codemods.records import Options
 
 from . import __version__
-from .output import emit_run
+from .output import emit_run, folders_without_files
 from .settings import QUIET_GC, RunConfig, Selection
 
-PROGRESS_PROBE = 10 ** 9  # "would a long run get a bar here?" (stderr is a terminal, not --quiet)
 DTYPES = click.Choice(["float16", "bfloat16", "fp16", "bf16"])
 
 
@@ -46,6 +45,8 @@ def common_options(f):
         click.option("--select", multiple=True, help="Only these rule codes (prefix match, comma separated)."),
         click.option("--ignore", multiple=True, help="Skip these rule codes (prefix match, comma separated)."),
         click.option("--dtype", type=DTYPES, default=None, help="Autocast dtype: float16 (GradScaler) or bfloat16 (no scaler)."),
+        click.option("--target", type=click.Choice(["ddp", "fsdp2"]), default=None,
+                     help="Migration target: ddp (autocast + GradScaler, default) or fsdp2 (fully_shard, torch >= 2.6)."),
         click.option("--min-torch", default=None, help="Lowest torch version the migrated code must support (e.g. 2.1)."),
         click.option("--exclude", multiple=True, help="Glob of files or folders to skip (repeatable)."),
         click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default: number of cores)."),
@@ -53,11 +54,12 @@ def common_options(f):
                      help="Output format for findings."),
         click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a Markdown migration report."),
         click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-                     help="Write json/sarif output to this file instead of stdout."),
+                     help="Write the output (any --format; with --diff, the patch) to this file instead of stdout."),
         click.option("--quiet", "-q", is_flag=True, help="Only errors and the exit code."),
         click.option("--verbose", "-v", is_flag=True, help="Also list unchanged files."),
         click.option("--show-ignored", is_flag=True, help="List findings suppressed by `# apex2amp: ignore`."),
-        click.option("--color/--no-color", default=None, help="Colour output (default: when on a terminal)."),
+        click.option("--color/--no-color", default=None,
+                     help="Colour output (default: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
                      help="pyproject.toml to read [tool.apex2amp] from (default: found by walking up)."),
         click.option("--verify-json", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -65,8 +67,8 @@ def common_options(f):
         click.option("--cache/--no-cache", "use_cache", default=True,
                      help="Reuse results of unchanged files from earlier runs (default: on)."),
         click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-                     help="Cache folder (default: .apex2amp_cache beside pyproject.toml, else here; "
-                          "or APEX2AMP_CACHE_DIR)."),
+                     help="Cache folder (default: .apex2amp_cache beside the project's pyproject.toml, the "
+                          "closest above the first path, else in the working folder; or APEX2AMP_CACHE_DIR)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -74,7 +76,7 @@ def common_options(f):
 
 
 def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path, write: bool,
-                  cache_dir: Optional[str] = None) -> RunConfig:
+                  cache_dir: Optional[str] = None, target: Optional[str] = None) -> RunConfig:
     """Settings from `[tool.apex2amp]`, overridden by the command line."""
     from .config import load_config
     file_cfg = load_config(paths, config_path)
@@ -86,8 +88,12 @@ def _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config
     dt = _norm_dtype(dtype) or _norm_dtype(file_cfg.get("dtype")) or "float16"
     mt = _parse_version(min_torch) if min_torch else (
         _parse_version(str(file_cfg["min-torch"])) if file_cfg.get("min-torch") else (2, 4))
+    target = target or file_cfg.get("target") or "ddp"
+    if target == "fsdp2":
+        from .target_floor import fsdp2_min_torch
+        mt = fsdp2_min_torch(mt, explicit=bool(min_torch or file_cfg.get("min-torch")))
     excludes = list(exclude) + list(file_cfg.get("exclude", []))
-    return RunConfig(options=Options(dtype=dt, min_torch=mt), select=Selection(sel, ign), excludes=excludes,
+    return RunConfig(options=Options(dtype=dt, min_torch=mt, target=target), select=Selection(sel, ign), excludes=excludes,
                      write=write, jobs=jobs if jobs is not None else (os.cpu_count() or 1),
                      per_file_ignores=file_cfg.get("per-file-ignores", {}), cache_dir=cache_dir)
 
@@ -105,22 +111,20 @@ def _cache_dir(paths, config_path, use_cache: bool, cache_dir: Optional[str]) ->
 
 def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet,
                  verbose, show_ignored, color, config_path, verify_json=None, diff: bool = False,
-                 use_cache: bool = False, cache_dir: Optional[str] = None) -> int:
+                 use_cache: bool = False, cache_dir: Optional[str] = None, target: Optional[str] = None) -> int:
     """Shared body of `rewrite` and `check`: configure, run (with a progress bar on a terminal), print."""
     from .config import ConfigError
-    from .output import progress, wants_progress
+    from .progress import RunProgress, stderr_is_terminal
     if not paths:
         paths = (".",)
     missing = [p for p in paths if not os.path.lexists(p)]
-    for p in missing:
-        click.echo(f"{p}: error: no such file or directory", err=True)
     if verify_json and not report:
         click.echo("error: --verify-json needs --report FILE.md", err=True)
         return 2
     try:
         config = _build_config(paths, select, ignore, dtype, min_torch, exclude, jobs, config_path,
                                write=(mode == "rewrite" and not diff),
-                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir))
+                               cache_dir=_cache_dir(paths, config_path, use_cache, cache_dir), target=target)
     except (click.BadParameter, ConfigError, ValueError) as e:
         click.echo(f"error: {getattr(e, 'message', None) or e}", err=True)
         return 2
@@ -129,23 +133,28 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     if existing:
         from . import scout
         # the scout walks and screens the tree on another core while this process imports libcst
-        # (started first: on a terminal the progress bar's count walks the tree here meanwhile)
         started = scout.start(existing, config.excludes, config.jobs, config.cache_dir is not None, config.prefilter)
+        bar = RunProgress(stderr_is_terminal() and not quiet)
         try:
-            n_files = 0
-            if wants_progress(PROGRESS_PROBE, quiet):
-                from .discovery import discover
-                n_files = sum(1 for _ in discover(existing, config.excludes))
             from .engine import run
             from .interrupts import interrupted_exit, sigterm_interrupts
             try:
-                with sigterm_interrupts(), progress(n_files, wants_progress(n_files, quiet)) as on_result:
-                    result = run(existing, config, on_result=on_result, scout=started)
+                with sigterm_interrupts():
+                    result = run(existing, config, on_result=bar, scout=started)
             except KeyboardInterrupt as e:  # also migrate.write_groups.Interrupted
                 return interrupted_exit(e, config.write)
         finally:
+            bar.close()
             if started is not None:
                 started.close()
+    if missing:  # errors of the run like any unreadable file: every format lists them, the exit code is 2
+        from .discovery import file_kind
+        from .engine import FileResult, RunResult
+        result = result if result is not None else RunResult()
+        result.files.extend(FileResult(p, file_kind(p) or "python", error="no such file or directory")
+                            for p in missing)
+    for folder in folders_without_files(result, existing):
+        click.echo(f"{folder}: warning: no Python files found (nothing to migrate here)", err=True)
     code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
                     verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
     if missing:
@@ -195,23 +204,23 @@ def console_main() -> None:
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
-def rewrite(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
+def rewrite(paths, select, ignore, dtype, target, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
             show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
     """Rewrite files in place (or print a diff with --diff)."""
     sys.exit(_run_command("rewrite", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
                           quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
-                          use_cache=use_cache, cache_dir=cache_dir))
+                          use_cache=use_cache, cache_dir=cache_dir, target=target))
 
 
 @main.command()
 @common_options
 @click.option("--diff", is_flag=True, help="Also print the diff of what rewrite would change.")
-def check(paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
+def check(paths, select, ignore, dtype, target, min_torch, exclude, jobs, fmt, report, output, quiet, verbose,
           show_ignored, color, config_path, verify_json, use_cache, cache_dir, diff):
     """Write nothing; list what rewrite would change and every finding."""
     sys.exit(_run_command("check", paths, select, ignore, dtype, min_torch, exclude, jobs, fmt, report, output,
                           quiet, verbose, show_ignored, color, config_path, verify_json, diff=diff,
-                          use_cache=use_cache, cache_dir=cache_dir))
+                          use_cache=use_cache, cache_dir=cache_dir, target=target))
 
 
 @main.command()

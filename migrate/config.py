@@ -5,8 +5,8 @@ repository top (a folder holding `.git`). Keys (dashes or underscores): select, 
 per-file-ignores, exclude, dtype, min-torch, and the `[tool.apex2amp.verify]` table (modes = ["", "--fp16"],
 resume-args, save-args, resume-at: see migrate/verify/modes.py). Unknown keys and wrong types are errors naming the key.
 Glob patterns with a `/` are relative to the folder of that pyproject.toml; patterns without one match
-file names anywhere. Python 3.11+ reads TOML with `tomllib`; older Pythons use `tomli` when installed and
-otherwise the small reader below, which covers the TOML this table needs.
+file names anywhere. Python 3.11+ reads TOML with `tomllib`; older Pythons with `tomli` (the same parser,
+a dependency there).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify"}
+KNOWN_KEYS = {"select", "ignore", "extend-ignore", "per-file-ignores", "exclude", "dtype", "min-torch", "verify", "target"}
 VERIFY_KEYS = {"modes", "resume-args", "save-args", "resume-at"}
 DTYPE_VALUES = ("float16", "bfloat16", "fp16", "bf16")
 MIN_SUPPORTED_TORCH = (1, 10)
@@ -29,199 +29,18 @@ class ConfigError(ValueError):
 
 
 def _toml_loads(text: str, path: str) -> Dict[str, Any]:
+    """The TOML document `text`: `tomllib` on Python 3.11+, `tomli` (a dependency there) before."""
     try:
         import tomllib  # type: ignore[import-not-found]
     except ModuleNotFoundError:  # Python < 3.11
         try:
             import tomli as tomllib  # type: ignore[no-redef]
         except ModuleNotFoundError:
-            tomllib = None  # type: ignore[assignment]
+            raise ConfigError(f"{path}: reading TOML on Python < 3.11 needs tomli (pip install tomli)") from None
     try:
-        if tomllib is not None:
-            return tomllib.loads(text)
-        return MiniToml(text).parse()
+        return tomllib.loads(text)
     except Exception as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
-
-
-class MiniToml:
-    """A small TOML reader for Pythons without tomllib: tables, dotted/quoted keys, strings, numbers,
-    booleans, arrays (multi-line) and inline tables. Not supported (raises): dates, array-of-tables."""
-
-    _BARE = re.compile(r"[A-Za-z0-9_-]+")
-    _NUM = re.compile(r"[+-]?(?:0x[0-9A-Fa-f_]+|0o[0-7_]+|0b[01_]+|[0-9_]+(?:\.[0-9_]+)?(?:[eE][+-]?[0-9_]+)?|inf|nan)")
-
-    def __init__(self, text: str):
-        self.s = text
-        self.i = 0
-
-    def parse(self) -> Dict[str, Any]:
-        root: Dict[str, Any] = {}
-        table = root
-        while True:
-            self._skip_ws_comments(newlines=True)
-            if self.i >= len(self.s):
-                return root
-            if self.s.startswith("[[", self.i):
-                raise ValueError(f"arrays of tables are not supported (line {self._line()})")
-            if self.s[self.i] == "[":
-                self.i += 1
-                keys = self._key()
-                self._expect("]")
-                table = root
-                for k in keys:
-                    table = table.setdefault(k, {})
-                    if not isinstance(table, dict):
-                        raise ValueError(f"key {k!r} is not a table (line {self._line()})")
-            else:
-                keys = self._key()
-                self._expect("=")
-                value = self._value()
-                self._set(table, keys, value)
-            self._skip_ws_comments(newlines=False)
-            if self.i < len(self.s) and self.s[self.i] not in "\r\n":
-                raise ValueError(f"expected end of line (line {self._line()})")
-
-    def _line(self) -> int:
-        return self.s.count("\n", 0, self.i) + 1
-
-    def _set(self, table: Dict[str, Any], keys: List[str], value: Any) -> None:
-        for k in keys[:-1]:
-            table = table.setdefault(k, {})
-        if keys[-1] in table:
-            raise ValueError(f"duplicate key {keys[-1]!r} (line {self._line()})")
-        table[keys[-1]] = value
-
-    def _skip_ws_comments(self, newlines: bool) -> None:
-        while self.i < len(self.s):
-            c = self.s[self.i]
-            if c in " \t" or (newlines and c in "\r\n"):
-                self.i += 1
-            elif c == "#":
-                while self.i < len(self.s) and self.s[self.i] != "\n":
-                    self.i += 1
-            else:
-                return
-
-    def _expect(self, ch: str) -> None:
-        self._skip_ws_comments(newlines=False)
-        if not self.s.startswith(ch, self.i):
-            raise ValueError(f"expected {ch!r} (line {self._line()})")
-        self.i += len(ch)
-
-    def _key(self) -> List[str]:
-        keys = []
-        while True:
-            self._skip_ws_comments(newlines=False)
-            c = self.s[self.i:self.i + 1]
-            if c in ("\"", "'"):
-                keys.append(self._string())
-            else:
-                m = self._BARE.match(self.s, self.i)
-                if not m:
-                    raise ValueError(f"expected a key (line {self._line()})")
-                keys.append(m.group(0))
-                self.i = m.end()
-            self._skip_ws_comments(newlines=False)
-            if self.s.startswith(".", self.i):
-                self.i += 1
-                continue
-            return keys
-
-    def _string(self) -> str:
-        s = self.s
-        if s.startswith('"""', self.i) or s.startswith("'''", self.i):
-            q = s[self.i:self.i + 3]
-            end = s.find(q, self.i + 3)
-            if end < 0:
-                raise ValueError(f"unterminated string (line {self._line()})")
-            body = s[self.i + 3:end]
-            body = body[2:] if body.startswith("\r\n") else (body[1:] if body.startswith("\n") else body)
-            self.i = end + 3
-            return self._unescape(body) if q == '"""' else body
-        q = s[self.i]
-        j = self.i + 1
-        out = []
-        while j < len(s) and s[j] != q:
-            if s[j] == "\n":
-                raise ValueError(f"newline in string (line {self._line()})")
-            if q == '"' and s[j] == "\\":
-                out.append(s[j:j + 2])
-                j += 2
-                continue
-            out.append(s[j])
-            j += 1
-        if j >= len(s):
-            raise ValueError(f"unterminated string (line {self._line()})")
-        self.i = j + 1
-        body = "".join(out)
-        return self._unescape(body) if q == '"' else body
-
-    @staticmethod
-    def _unescape(body: str) -> str:
-        simple = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
-
-        def sub(m: "re.Match[str]") -> str:
-            e = m.group(1)
-            if e[0] in simple:
-                return simple[e[0]]
-            return chr(int(e[1:], 16))
-
-        return re.sub(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[btnfr\"\\])", sub, body)
-
-    def _value(self) -> Any:
-        self._skip_ws_comments(newlines=False)
-        s = self.s
-        c = s[self.i:self.i + 1]
-        if c in ("\"", "'"):
-            return self._string()
-        if c == "[":
-            self.i += 1
-            items = []
-            while True:
-                self._skip_ws_comments(newlines=True)
-                if s.startswith("]", self.i):
-                    self.i += 1
-                    return items
-                items.append(self._value())
-                self._skip_ws_comments(newlines=True)
-                if s.startswith(",", self.i):
-                    self.i += 1
-                elif not s.startswith("]", self.i):
-                    raise ValueError(f"expected ',' or ']' in array (line {self._line()})")
-        if c == "{":
-            self.i += 1
-            table: Dict[str, Any] = {}
-            self._skip_ws_comments(newlines=False)
-            if s.startswith("}", self.i):
-                self.i += 1
-                return table
-            while True:
-                keys = self._key()
-                self._expect("=")
-                self._set(table, keys, self._value())
-                self._skip_ws_comments(newlines=False)
-                if s.startswith(",", self.i):
-                    self.i += 1
-                elif s.startswith("}", self.i):
-                    self.i += 1
-                    return table
-                else:
-                    raise ValueError(f"expected ',' or '}}' in inline table (line {self._line()})")
-        for word, val in (("true", True), ("false", False)):
-            if s.startswith(word, self.i):
-                self.i += len(word)
-                return val
-        m = self._NUM.match(s, self.i)
-        if m and m.group(0):
-            self.i = m.end()
-            t = m.group(0).replace("_", "")
-            if t.lstrip("+-") in ("inf", "nan"):
-                return float(t)
-            if t.lstrip("+-")[:2] in ("0x", "0o", "0b"):
-                return int(t, 0)
-            return float(t) if any(ch in t for ch in ".eE") else int(t)
-        raise ValueError(f"unsupported value (line {self._line()})")
 
 
 # -- finding and validating the table -------------------------------------------------------------
@@ -350,6 +169,10 @@ def validate(table: Dict[str, Any], path: str) -> Dict[str, Any]:
             norm[k] = value
         elif k == "verify":
             norm[k] = _verify_table(value, path)
+        elif k == "target":
+            if value not in ("ddp", "fsdp2"):
+                raise ConfigError(f"{path}: [tool.apex2amp] target must be \"ddp\" or \"fsdp2\", not {value!r}")
+            norm[k] = value
     norm["path"] = path
     return norm
 

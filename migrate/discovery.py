@@ -1,8 +1,8 @@
 """Which files a run looks at: Python sources, notebooks and launch files, minus ignored folders.
 
-Skips version-control folders, virtualenvs, build and cache folders, anything `.gitignore` files
-ignore (a gitwildmatch subset: `*`, `**`, `?`, `[]`, leading `/`, trailing `/`, `!` negation) and
-`--exclude` globs. Files named explicitly on the command line are always taken.
+Skips version-control folders, virtualenvs, build and cache folders, anything `.gitignore` files and
+`.git/info/exclude` ignore (read by pathspec, with git's semantics) and `--exclude` globs. Files
+named explicitly on the command line are always taken.
 """
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # imported where first needed: a run over named files reads no .gitignore
+    import pathspec
 
 SKIP_DIRS = {
     ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".env", ".tox", ".nox", "build", "dist",
@@ -23,6 +26,8 @@ PYTHON = "python"
 NOTEBOOK = "notebook"
 SHELL = "shell"
 MARKDOWN = "markdown"
+CONFIG = "config"  # YAML / INI job and CI definitions: launch commands in them are reported (A2A414)
+CONFIG_SUFFIXES = (".yaml", ".yml", ".cfg", ".ini")
 
 
 def file_kind(path: str) -> Optional[str]:
@@ -39,119 +44,48 @@ def file_kind(path: str) -> Optional[str]:
         return SHELL
     if low in ("readme.md", "readme.rst", "readme.txt") or low.endswith(".md"):
         return MARKDOWN
+    if low.endswith(CONFIG_SUFFIXES):
+        return CONFIG
     return None
 
 
-def _gitignore_rule(pattern: str) -> Tuple[str, bool, bool, str, str]:
-    """(regex source on the path relative to the .gitignore folder, negated, dir_only, kind, literal).
-    kind "name": the rule names a basename (`literal`) at any depth; "suffix": `*literal` at any depth;
-    "regex": anything else (read through the regex)."""
-    neg = pattern.startswith("!")
-    if neg:
-        pattern = pattern[1:]
-    dir_only = pattern.endswith("/")
-    pattern = pattern.rstrip("/")
-    anchored = "/" in pattern
-    pattern = pattern.lstrip("/")
-    i, out = 0, []
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("/.*")
-            i += 3
-            continue
-        if c == "*":
-            if pattern.startswith("**", i):
-                out.append(".*")
-                i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = pattern.find("]", i)
-            if j == -1:
-                out.append(re.escape(c))
-            else:
-                out.append("[" + pattern[i + 1:j].replace("!", "^", 1) + "]")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    source = ("^" if anchored else "^(?:.*/)?") + "".join(out) + "$"
-    kind, literal = "regex", ""
-    if not anchored and not any(ch in pattern for ch in "*?[\\"):
-        kind, literal = "name", pattern
-    elif not anchored and pattern.startswith("*") and not any(ch in pattern[1:] for ch in "*?[\\"):
-        kind, literal = "suffix", pattern[1:]
-    return source, neg, dir_only, kind, literal
+_SHELL_SHEBANG = re.compile(rb"^#![^\n]*\b(?:ba|z|da|k)?sh\b")
 
 
-class _Rules:
-    """Rules that agree (all ignore, or all re-include), tried at once: basenames by set, `*.ext`
-    suffixes by `endswith`, the rest through one regex (compiled only when some rule needs it)."""
-
-    __slots__ = ("names", "suffixes", "rx")
-
-    def __init__(self, rules: Sequence[Tuple[str, bool, bool, str, str]]):
-        self.names = {r[4] for r in rules if r[3] == "name"}
-        self.suffixes = tuple(r[4] for r in rules if r[3] == "suffix")
-        rest = [r[0] for r in rules if r[3] == "regex"]
-        self.rx = _either(rest)
-
-    def match(self, rel: str) -> bool:
-        base = rel.rpartition("/")[2]
-        return base in self.names or (bool(self.suffixes) and base.endswith(self.suffixes)) or (
-            self.rx is not None and self.rx.match(rel) is not None)
-
-
-def _either(sources: Sequence[str]) -> Optional[re.Pattern]:
-    """One regex matching where any of `sources` does; a rule Python cannot compile (`[z-a]`)
-    matches nothing, as git ignores such a line."""
-    if not sources:
-        return None
+def _kind_by_shebang(path: str) -> Optional[str]:
+    """SHELL for a named file without a known suffix that starts `#!/bin/bash` (a launch script
+    pre-commit hands over as `shell`), else None."""
     try:
-        return re.compile("|".join(f"(?:{p})" for p in sources))
-    except re.error:
-        good = []
-        for p in sources:
-            try:
-                re.compile(p)
-            except re.error:
-                continue
-            good.append(p)
-        return _either(good) if len(good) < len(sources) else None
+        with open(path, "rb") as fh:
+            head = fh.read(128)
+    except OSError:
+        return None
+    return SHELL if _SHELL_SHEBANG.match(head) else None
+
+
+def _rules_of(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
+    """The gitignore rules of `lines`, read by pathspec (git's own semantics: `\\!` and `\\*` escapes,
+    trailing spaces, `**`); a rule Python's regex cannot compile (`[z-a]`) matches nothing, as git
+    ignores such a line."""
+    import pathspec
+
+    patterns = []
+    for line in lines:
+        line = line.rstrip("\n").rstrip("\r")
+        try:
+            patterns.extend(pathspec.GitIgnoreSpec.from_lines([line]).patterns)
+        except re.error:
+            continue
+    return pathspec.GitIgnoreSpec(patterns)
 
 
 class GitIgnore:
-    """The rules of one `.gitignore` file."""
+    """The rules of one `.gitignore` file (or of `.git/info/exclude`), relative to `folder`."""
 
     def __init__(self, folder: str, lines: Sequence[str]):
         self.folder = folder
         self.prefix = os.path.join(folder, "")
-        rules = []
-        for line in lines:
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip() or line.startswith("#"):
-                continue
-            line = line.rstrip(" ")
-            if line.startswith("\\"):
-                line = line[1:]
-            rules.append(_gitignore_rule(line))
-        # The last rule that matches decides. Runs of rules that agree are tried at once, last run
-        # first: all of a run's rules for folders, those without a trailing `/` for files.
-        self.runs: List[Tuple[_Rules, _Rules, bool]] = []
-        start = 0
-        for end in range(1, len(rules) + 1):
-            if end == len(rules) or rules[end][1] != rules[start][1]:
-                run = rules[start:end]
-                self.runs.append((_Rules(run), _Rules([r for r in run if not r[2]]), not run[0][1]))
-                start = end
-        self.runs.reverse()
+        self.spec = _rules_of(lines)
 
     def match(self, path: str, is_dir: bool) -> Optional[bool]:
         """True: ignored; False: re-included (`!pattern`); None: no rule names `path`."""
@@ -161,14 +95,11 @@ class GitIgnore:
             rel = os.path.relpath(path, self.folder).replace(os.sep, "/")
             if rel.startswith(".."):
                 return None
-        for for_dirs, for_files, ignore in self.runs:
-            if (for_dirs if is_dir else for_files).match(rel):
-                return ignore
-        return None
+        return self.spec.check_file(rel + "/" if is_dir else rel).include
 
 
-def _load_gitignore(folder: str) -> Optional[GitIgnore]:
-    p = os.path.join(folder, ".gitignore")
+def _load_gitignore(folder: str, name: str = ".gitignore") -> Optional[GitIgnore]:
+    p = os.path.join(folder, name)
     try:
         with open(p, encoding="utf-8", errors="replace") as fh:
             return GitIgnore(folder, fh.readlines())
@@ -223,7 +154,7 @@ def discover(paths: Sequence[str], excludes: Sequence[str] = (), kinds: Optional
                     seen.add(key)
                     yield d
         else:
-            kind = file_kind(top) or PYTHON
+            kind = file_kind(top) or _kind_by_shebang(top) or PYTHON
             if kinds is not None and kind not in kinds:
                 continue
             key = os.path.realpath(top) if os.path.exists(top) else top
@@ -246,6 +177,11 @@ def _walk(root: str, excludes: Sequence[str], kinds: Optional[Sequence[str]]) ->
             parents = [root]
             break
         cur = nxt
+    if os.path.isdir(os.path.join(parents[-1], ".git")):
+        # the repository's own excludes, below every .gitignore (git reads them first)
+        gi = _load_gitignore(parents[-1], os.path.join(".git", "info", "exclude"))
+        if gi:
+            stack.append(gi)
     for folder in reversed(parents[1:]):
         gi = _load_gitignore(folder)
         if gi:

@@ -21,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, regions, selection
+from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, progress, regions, selection
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
@@ -90,8 +90,18 @@ def _python_parse_error(text: str) -> Optional[str]:
     return None
 
 
-def _parse_error(e: Exception) -> str:
+def _parse_error(e: Exception, text: Optional[str] = None) -> str:
+    """Why `text` does not parse; at CPython's line and column (libcst's lag a line behind when a
+    statement is cut short) when CPython's own parser rejects it too."""
     if isinstance(e, cst.ParserSyntaxError):
+        if text is not None:
+            import ast
+            try:
+                ast.parse(text)
+            except SyntaxError as why:
+                return f"syntax error at line {why.lineno or 0}, column {why.offset or 0}: {why.msg}"
+            except (ValueError, RecursionError, MemoryError):
+                pass
         msg = str(e).strip().splitlines()
         head = msg[0] if msg else "syntax error"
         return f"syntax error at line {e.raw_line}, column {e.raw_column}: {head}"
@@ -223,7 +233,7 @@ def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Op
             cst.parse_module(text)
         except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
             _guard(e)
-            return Result(text, text, error=_parse_error(e))
+            return Result(text, text, error=_parse_error(e, text))
     return result
 
 
@@ -246,7 +256,7 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
             module = _parse(text)
         except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
             _guard(e)
-            return Result(text, text, error=_parse_error(e))
+            return Result(text, text, error=_parse_error(e, text))
         ctx = new_context()
         current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
@@ -443,7 +453,8 @@ def _rewrite_read(src: Source, d: discovery.Discovered, config: RunConfig, facts
 
 
 def _rewrite_decoded(src: Source, d: discovery.Discovered, config: RunConfig, facts: RepoFacts) -> FileResult:
-    if d.kind != discovery.PYTHON and config.prefilter and not _registry().may_need_work(src.data):
+    if d.kind != discovery.PYTHON and config.prefilter and not _registry().may_need_work(src.data) \
+            and not _names_moved_script(src.data, facts):
         return FileResult(d.path, d.kind, src.text, src.text)
     try:
         if d.kind == discovery.PYTHON:
@@ -632,16 +643,18 @@ def _run(paths: Sequence[str], config: RunConfig,
         kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
         result = RunResult(scanned=len(files))
         early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]] = {}  # pass 1 done while screening
-        screened = _screen_all(files, config, cache, keys, kept, pool, early, scouted)
+        progress.stage(on_result, "screening", len(files), files=len(files))
+        screened = _screen_all(files, config, cache, keys, kept, pool, early, scouted, on_result)
         facts = RepoFacts()
         published: Dict[int, RepoFacts] = {}
         ready: Dict[int, FileResult] = {}  # results made before pass 2's pool (written, if asked, below)
         indexed = [i for i, (step, _) in enumerate(screened) if step == _PASS_ONE]
         pass_one = {i: cache.get(keys[i], "pass1") for i in indexed if i not in early} if cache else {}
         todo1 = [i for i in indexed if pass_one.get(i) is None and i not in early]
-        done1 = list(early.items()) + list(zip(todo1, pool.map(
+        progress.stage(on_result, "pass 1", len(todo1))
+        done1 = list(early.items()) + list(zip(todo1, progress.ticking(pool.map(
             _pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed, weight=_file_weight,
-            batch_under=LIGHT_FILE)))
+            batch_under=LIGHT_FILE), on_result)))
         for i, res in done1:
             pass_one[i] = res
             if cache and _cacheable(res[1], keys[i]):
@@ -655,6 +668,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             published[i] = f
             if fr is not None:
                 ready[i] = fr
+        _note_torchrun_scripts(files, screened, [pass_one[i][1] for i in indexed], facts)
         held = [i for i, fr in ready.items() if _waits_for_a_helper(fr)]
         if held:
             inside, outside = _native_facts(files, published, kept, held)
@@ -689,6 +703,7 @@ def _run(paths: Sequence[str], config: RunConfig,
         processed = pool.map(_process_task, [(files[i], no_write, facts) for i in todo], _process_crashed,
                              weight=_file_weight, batch_under=LIGHT_FILE)
         to_write: List[Tuple[int, discovery.Discovered, FileResult]] = []
+        progress.stage(on_result, "pass 2", len(files))
         for i, (d, (step, early)) in enumerate(zip(files, screened)):
             if step == _SKIP:
                 fr = early or FileResult(d.path, d.kind)
@@ -710,6 +725,32 @@ def _run(paths: Sequence[str], config: RunConfig,
         from .write_groups import group_writes, write_in_groups
         write_in_groups(group_writes(to_write, files, published, facts), _write_later)
     return result
+
+
+def _names_moved_script(data: bytes, facts: RepoFacts) -> bool:
+    """A launch file naming a script whose mp.spawn the run moved to torchrun."""
+    from .launch_torchrun import FACT, mentions_moved_script
+    moved = facts.extra.get(FACT)
+    return bool(moved) and mentions_moved_script(data, moved)
+
+
+def _note_torchrun_scripts(files: Sequence[discovery.Discovered], screened: List[Tuple[int, Optional[FileResult]]],
+                           results: Sequence[Optional[FileResult]], facts: RepoFacts) -> None:
+    """The scripts whose mp.spawn pass 1 moved to torchrun go into the facts, and the launch files
+    naming them into pass 2 (their `python SCRIPT.py` lines: migrate/launch_torchrun.py)."""
+    from .launch_torchrun import FACT, mentions_moved_script, scripts_moved_to_torchrun
+    moved = scripts_moved_to_torchrun(fr for fr in results if fr is not None)
+    if not moved:
+        return
+    facts.extra[FACT] = moved
+    for i, d in enumerate(files):
+        if d.kind != discovery.PYTHON and screened[i] == (_SKIP, None):
+            try:
+                data = read_bytes(d.path)
+            except SourceError:
+                continue
+            if mentions_moved_script(data, moved):
+                screened[i] = (_REWRITE, None)
 
 
 def _discover(paths: Sequence[str], config: RunConfig, pool: Any, cold: bool) -> List[discovery.Discovered]:
@@ -774,7 +815,7 @@ MIN_POOL_SCREEN = 256  # fewer files to screen than this are screened in this pr
 
 def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache: Any, keys: List[Any],
                 kept: _KeptBytes, pool: Any, early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
-                scouted: Any = None) -> List[Tuple[int, Optional[FileResult]]]:
+                scouted: Any = None, bar: Any = None) -> List[Tuple[int, Optional[FileResult]]]:
     """Each file's screen, in order. Files the cache does not answer are screened in the pool when
     they are many (a big tree with few candidates spends its time here), in this process otherwise.
     In the pool, the pass-1 rewrite of each candidate starts as soon as its chunk is screened, while
@@ -820,6 +861,7 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
                 todo.append(i)
             else:
                 screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
+    progress.advance(bar, len(files) - len(todo))  # answered by the scout or the cache
     # after the scout, the few files it kept go to workers already started for the big tree: their
     # screens (a stdlib parse here and there) then run beside the first rewrites
     if (len(todo) >= MIN_POOL_SCREEN or scouted is not None and pool.started) and pool.parallel_for(len(todo)):
@@ -837,14 +879,14 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
         screens, rewritten = pool.pipeline(_screen_task, [(c, config) for c in chunks], _screen_crashed,
                                            candidates, _pass_one_task, _pass_one_crashed, weight=_file_weight)
         early.update(rewritten)
-        for chunk in screens:
+        for chunk in progress.ticking(screens, bar, len):
             for i, one, digest in chunk:
                 data = data_of.pop(i, None)
                 if cache is not None and keys[i] is not None and digest == keys[i][2]:
                     cache.put(keys[i], "screen", one)  # screened from the bytes the key names
                 screened[i] = _kept_screen(one, files[i], i, data, kept)
     else:
-        for i in todo:
+        for i in progress.ticking(todo, bar):
             d = files[i]
             data = data_of.pop(i, None)
             if data is None:

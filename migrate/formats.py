@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
@@ -30,16 +31,69 @@ def _load_rules() -> Dict[str, Rule]:
 
 
 def display_path(path: str) -> str:
-    """`path` as users see it: relative to the working directory when below it, else as given."""
+    """`path` as users see it: relative to the working directory (`../other/x.py` above it), never a
+    machine's absolute path; as given only where no relative path exists (another drive on Windows)."""
     if not os.path.isabs(path):
         return path
     try:
-        rel = os.path.relpath(path, os.getcwd())
+        return os.path.relpath(path, os.getcwd())
     except ValueError:  # another drive on Windows
         return path
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        return path
-    return rel
+
+
+def patch_path(path: str) -> str:
+    """The name of `path` in a unified diff's `a/`/`b/` headers, with `/` separators: relative to the
+    working directory for a file below it (apply there); for a file above it, relative to the top of
+    its git repository as `git diff` writes it, else to its own folder (apply with `git apply` or
+    `patch -p1` in that folder): neither tool applies a `..` or absolute name."""
+    rel = display_path(path)
+    if os.path.isabs(rel) or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        here = os.path.abspath(path)
+        top = _git_top(os.path.dirname(here)) or os.path.dirname(here)
+        rel = os.path.relpath(here, top)
+    return rel.replace(os.sep, "/")
+
+
+def _git_top(folder: str) -> Optional[str]:
+    cur = folder
+    while True:
+        if os.path.exists(os.path.join(cur, ".git")):
+            return cur
+        nxt = os.path.dirname(cur)
+        if nxt == cur:
+            return None
+        cur = nxt
+
+
+def relative_note(note: Dict[str, Any]) -> Dict[str, Any]:
+    """A launch note with its file's path (also inside the torchrun commands) as `display_path` shows it."""
+    out = dict(note)
+    path = note.get("path")
+    if isinstance(path, str) and os.path.isabs(path):
+        shown = display_path(path)
+        for k, v in note.items():
+            if isinstance(v, str):
+                out[k] = v.replace(path, shown)
+    return out
+
+
+_AT_LINE = re.compile(r"^syntax error at line (\d+)(?:, column (\d+))?: ")
+
+
+def error_location(error: str) -> Tuple[int, int, str]:
+    """(line, column, message) of a file's error: a syntax error's CPython position moves to the front
+    (`path:4:7: error: syntax error: invalid syntax`, as ruff and compilers print it); (0, 0, error) else."""
+    m = _AT_LINE.match(error)
+    if not m:
+        return 0, 0, error
+    return int(m.group(1)), max(int(m.group(2) or 1), 1), "syntax error: " + error[m.end():]
+
+
+def error_text(path: str, error: str) -> str:
+    """The one line a file's error is printed as: `path:line:col: error: ...` or `path: error: ...`."""
+    line, col, message = error_location(error)
+    where = f"{display_path(path)}:{line}:{col}" if line else display_path(path)
+    return f"{where}: error: {message}"
 
 
 def shown_line(fr: FileResult, f: Finding, mode: str) -> int:
@@ -115,7 +169,7 @@ def render_json(result: RunResult, mode: str, show_ignored: bool = False) -> str
             "written": fr.written,
             "error": fr.error,
             "findings": [_finding_json(fr, f, mode) for f in findings],
-            "launch_notes": [dict(n) for n in fr.launch_notes],
+            "launch_notes": [relative_note(n) for n in fr.launch_notes],
         })
     doc = {
         "version": JSON_VERSION,
@@ -131,13 +185,12 @@ def render_json(result: RunResult, mode: str, show_ignored: bool = False) -> str
 
 
 def _artifact(path: str, cwd: str) -> Dict[str, Any]:
-    """An artifactLocation: relative to %SRCROOT% (the working directory) when the file is below it."""
+    """An artifactLocation relative to %SRCROOT% (the working directory; `../x.py` above it): SARIF
+    carries no machine's absolute path."""
     ap = os.path.abspath(path)
     try:
         rel = os.path.relpath(ap, cwd)
     except ValueError:  # another drive on Windows
-        rel = os.pardir
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
         return {"uri": _file_uri(ap)}
     return {"uri": quote(rel.replace(os.sep, "/")), "uriBaseId": "%SRCROOT%"}
 
@@ -239,7 +292,6 @@ def render_sarif(result: RunResult, mode: str, show_ignored: bool = False) -> st
         invocation["toolExecutionNotifications"] = notifications
     run = {
         "tool": {"driver": driver},
-        "originalUriBaseIds": {"%SRCROOT%": {"uri": _file_uri(cwd).rstrip("/") + "/"}},
         "invocations": [invocation],
         "results": results,
         "columnKind": "unicodeCodePoints",
@@ -295,7 +347,9 @@ def _gh_prop(text: str) -> str:
 
 
 def _gh_level(fr: FileResult, f: Finding) -> str:
-    if f.severity == INFO or (f.fixed and fr.written):
+    """`notice` for notes and for fixes, applied or pending (GitHub shows 10 warnings a step: those are
+    left to what needs a human)."""
+    if f.severity == INFO or f.fixed:
         return "notice"
     return "warning"
 
@@ -306,26 +360,32 @@ def render_github(result: RunResult, mode: str, show_ignored: bool = False) -> s
     for fr in sorted(result.files, key=lambda x: x.path):
         path = _gh_prop(display_path(fr.path).replace(os.sep, "/"))
         if fr.error:
-            lines.append(f"::error file={path},title=apex2amp::{_gh_data(fr.error)}")
+            eline, ecol, _ = error_location(fr.error)
+            at = f",line={eline},col={ecol}" if eline and fr.kind != "notebook" else ""
+            lines.append(f"::error file={path}{at},title=apex2amp::{_gh_data(fr.error)}")
             continue
         if fr.changed and not fr.written:
-            lines.append(f"::warning file={path},title=apex2amp::{_gh_data('apex2amp rewrite would change this file')}")
+            lines.append(f"::notice file={path},title=apex2amp::{_gh_data('apex2amp rewrite would change this file')}")
         for f in visible_findings(fr, show_ignored):
             line = shown_line(fr, f, mode)
             props = [f"file={path}"]
-            if line > 0:
+            if f.cell is not None:
+                props.append("line=1")  # a cell's line is not a line of the notebook's JSON
+            elif line > 0:
                 props.append(f"line={line}")
                 if f.col > 0:
                     props.append(f"col={f.col}")
             props.append(f"title={_gh_prop(f.code)}")
             msg = f.message + (" (ignored)" if f.ignored else "")
             if f.cell is not None:
-                msg = f"[cell {f.cell}] {msg}"
+                msg = f"[cell {f.cell}, line {line}] {msg}"
             lines.append(f"::{_gh_level(fr, f)} {','.join(props)}::{_gh_data(f'{f.code} {msg}')}")
     s = summary_dict(result, mode)
+    wrote = mode == "rewrite" and s["written"]
+    fixes = sum(1 for fr in result.files for f in fr.findings if f.fixed and not f.ignored)
     lines.append(f"apex2amp: {s['scanned']} file(s) scanned, {s['changed']} "
-                 f"{'changed' if mode == 'rewrite' and s['written'] else 'to change'}, "
-                 f"{s['open']} finding(s) to review, {s['errors']} error(s)")
+                 f"{'changed' if wrote else 'to change'}, {s['errors']} error(s); "
+                 f"{fixes} {'fixed' if wrote else 'fixable'}, {s['open']} need review")
     return "\n".join(lines) + "\n"
 
 

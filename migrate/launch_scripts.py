@@ -12,11 +12,13 @@ Shell scripts, Makefiles, Dockerfiles and SLURM files are rewritten line by line
   backslash continuation lines and a commented assignment (`#ARGS="... --use_env"`). Other comments
   are prose and keep `--use_env`.
 - `python -m apex.parallel.multiproc` is reported (A2A223).
-Markdown files (README.md, docs) are never rewritten: each launch command gets a finding with its line,
+YAML / INI config files (CI workflows, job definitions) are never rewritten either: each launch command
+gets a finding (A2A414) with the torchrun line to use. Markdown files (README.md, docs) are never rewritten: each launch command gets a finding with its line,
 which also says to drop `--use_env` when the command passes it.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import List
 
@@ -103,6 +105,30 @@ def report_doc_text(text: str, select=lambda code: True) -> List[Finding]:
     return findings
 
 
+def report_config_text(text: str, select=lambda code: True) -> List[Finding]:
+    """Findings (A2A414) for launch commands in YAML / INI config files, each with its torchrun line;
+    the file is never rewritten."""
+    from codemods.launch_lines import torchrun_line
+    findings: List[Finding] = []
+    if not select("A2A414") or "torch.distributed.launch" not in text:
+        return findings
+    sup = Suppressions(text)
+    lines = text.splitlines()
+    for i, line in enumerate(lines, start=1):
+        m = _OTHER.search(line)
+        if not m or sup.covers(i, "A2A414"):
+            continue
+        start = _PLAIN.search(line)
+        begin = start.start() if start else m.start()
+        parts = _command_lines(lines, i - 1)
+        parts[0] = parts[0][begin:]
+        command = " ".join(p.strip().rstrip("\\").strip() for p in parts).strip().strip("\"'")
+        findings.append(Finding("A2A414", f"config file launches with torch.distributed.launch: use "
+                                f"`{torchrun_line(command)}` (torchrun sets LOCAL_RANK, passes no --local_rank)",
+                                i, begin + 1, WARNING, False))
+    return findings
+
+
 def _command_lines(lines: List[str], start: int) -> List[str]:
     """The line at index `start` and the `\\` continuation lines that follow it."""
     out = [lines[start]]
@@ -115,8 +141,15 @@ def rewrite_launch_file(src, d, config, facts):
     """Engine handler for files of kind "shell" (rewritten) and "markdown" (reported only)."""
     from . import discovery
     from .engine import FileResult, _selection_for
+    from .launch_torchrun import FACT, rewrite_plain_launches
     select = _selection_for(d.path, d.root, config)
+    moved = facts.extra.get(FACT) or {}  # scripts of the run whose mp.spawn moved to torchrun
+    bases = [os.path.dirname(os.path.abspath(d.path)), d.root]
     if d.kind == discovery.MARKDOWN:
-        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select))
+        _, plain = rewrite_plain_launches(src.text, bases, moved, select, rewrite=False)
+        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select) + plain)
+    if d.kind == discovery.CONFIG:
+        return FileResult(d.path, d.kind, src.text, src.text, report_config_text(src.text, select))
     new, findings = rewrite_launch_text(src.text, select)
-    return FileResult(d.path, d.kind, src.text, new, findings)
+    new, plain = rewrite_plain_launches(new, bases, moved, select)
+    return FileResult(d.path, d.kind, src.text, new, sorted(findings + plain, key=lambda f: (f.line, f.col)))

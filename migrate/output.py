@@ -1,15 +1,18 @@
 """Printing a run: changed files, diffs, findings (`path:line:col: CODE message`) and a summary.
 
-Colour and the progress bar appear only on a terminal (or with --color); piped output is plain.
+Colour appears only on a terminal (or with --color, FORCE_COLOR; never with NO_COLOR); piped output is
+plain. The progress bar: migrate/progress.py.
 With `--diff`, stdout carries only the patch; findings and the summary go to stderr.
 """
 from __future__ import annotations
 
 import contextlib
 import difflib
+import io
+import os
 import re
 import sys
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import click
 
@@ -17,11 +20,8 @@ from codemods.records import FIX, INFO, WARNING
 
 if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a run) must not wait for
     from .engine import FileResult, RunResult
-from .formats import display_path
+from .formats import display_path, error_text, patch_path, relative_note
 from .linediff import shared_ends
-
-PROGRESS_MIN_FILES = 50
-
 
 _CONTEXT = 3  # difflib's default: lines of context around each change
 _HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
@@ -40,7 +40,7 @@ def unified_diff(fr: FileResult) -> str:
     slide along repeated lines; an equally valid patch elsewhere."""
     a = _LINES.findall(fr.old_text)
     b = _LINES.findall(fr.new_text)
-    name = display_path(fr.path).replace("\\", "/")
+    name = patch_path(fr.path)
     head, tail = shared_ends(a, b)
     # the context, and as much again: where a change sits next to repeated lines (blank ones), difflib
     # may place it a few lines into the shared run, and its hunk then shows context from there
@@ -101,48 +101,59 @@ def finding_lines(result: RunResult, mode: str, show_ignored: bool = False, colo
                 continue
             line = f.new_line if (mode == "rewrite" and fr.written and f.new_line) else f.line
             tag = " (ignored)" if f.ignored else ""
-            cell = f" [cell {f.cell}]" if f.cell is not None else ""
-            loc = f"{display_path(fr.path)}:{line}:{max(f.col, 1)}:"
+            cell = f"cell {f.cell}:" if f.cell is not None else ""  # ruff's `nb.ipynb:cell 3:2:1:`
+            loc = f"{display_path(fr.path)}:{cell}{line}:{max(f.col, 1)}:"
             code = f.code
             if color:
                 loc = click.style(loc, bold=True)
                 code = click.style(code, fg=_CODE_COLOUR.get(f.severity, "yellow"), bold=True)
-            rows.append((fr.path, line, f.col, f.code, f"{loc}{cell} {code} {f.message}{tag}"))
-    rows.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
-    return [r[4] for r in rows]
+            mark = " [*]" if f.fixed else ""  # ruff's mark of a fixable (here: fixed or pending) finding
+            rows.append((fr.path, f.cell or 0, line, f.col, f.code,
+                         f"{loc} {code}{mark} {f.message}{tag}"))
+    rows.sort(key=lambda r: r[:5])
+    return [r[5] for r in rows]
 
 
 def summary_line(result: RunResult, mode: str, diff: bool) -> str:
-    """The one-line summary printed at the end of a text run."""
+    """The one-line summary printed at the end of a text run; it ends with what was fixed (rewrite) or
+    is fixable (check, --diff) and what needs a human: "..., 12 fixed, 2 need review"."""
     open_n = len(result.open_findings())
     ignored = sum(1 for fr in result.files for f in fr.findings if f.ignored)
+    fixes = sum(1 for fr in result.files for f in fr.findings if f.fixed and not f.ignored)
     changed = len(result.changed)
-    verb = "changed" if mode == "rewrite" and not diff else "to change"
-    text = (f"{result.scanned} file(s) scanned, {changed} {verb}, {open_n} finding(s) to review, "
-            f"{len(result.errors)} error(s)")
+    wrote = mode == "rewrite" and not diff
+    verb = "changed" if wrote else "to change"
+    text = f"{result.scanned} file(s) scanned, {changed} {verb}, {len(result.errors)} error(s)"
     if ignored:
         text += f", {ignored} ignored"
-    return text
+    return text + f"; {fixes} {'fixed' if wrote else 'fixable'}, {open_n} need review"
 
 
-def wants_progress(n_files: int, quiet: bool, stream=None) -> bool:
-    """A progress bar only for long runs on an interactive stderr."""
-    stream = stream or sys.stderr
+def folders_without_files(result: Optional[RunResult], paths) -> List[str]:
+    """The folders among `paths` in which the run found no file to look at (ruff warns of those)."""
+    if result is None:
+        return []
+    seen = [os.path.abspath(fr.path) for fr in result.files]
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            top = os.path.join(os.path.abspath(p), "")
+            if not any(s.startswith(top) for s in seen):
+                out.append(p)
+    return out
+
+
+def wants_color(stream) -> bool:
+    """Colour by the conventions of no-color.org and force-color.org: a non-empty NO_COLOR turns it
+    off, then a non-empty FORCE_COLOR on; otherwise only on a terminal (--color/--no-color decide first)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
     try:
-        tty = stream.isatty()
+        return stream.isatty()
     except (AttributeError, ValueError):
-        tty = False
-    return tty and not quiet and n_files > PROGRESS_MIN_FILES
-
-
-@contextlib.contextmanager
-def progress(n_files: int, enabled: bool) -> Iterator[Optional[Callable[[FileResult], None]]]:
-    """A per-file callback that advances a stderr progress bar (None when disabled)."""
-    if not enabled:
-        yield None
-        return
-    with click.progressbar(length=n_files, label="apex2amp", file=sys.stderr, show_pos=True) as bar:
-        yield lambda fr: bar.update(1)
+        return False
 
 
 def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, report: Optional[str],
@@ -151,7 +162,7 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
     """Print (or write) a run in the chosen format and return the exit code."""
     if result is None:
         return 2
-    use_color = sys.stdout.isatty() if color is None else color
+    use_color = wants_color(sys.stdout) if color is None else color
     if fmt != "text":
         from .formats import render
         text = render(result, fmt, mode=mode, show_ignored=show_ignored)
@@ -161,7 +172,7 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
         else:
             click.echo(text, nl=not text.endswith("\n"))
     for fr in result.errors:
-        click.echo(f"{display_path(fr.path)}: error: {fr.error}", err=True)
+        click.echo(error_text(fr.path, fr.error or ""), err=True)
     if report:
         from .report import write_report
         write_report(result, report, mode=mode, verify_json=verify_json, show_ignored=show_ignored)
@@ -172,6 +183,13 @@ def emit_run(result: Optional[RunResult], *, mode: str, diff: bool, fmt: str, re
 
 def _emit_text(result: RunResult, mode: str, diff: bool, verbose: bool, show_ignored: bool, use_color: bool,
                output: Optional[str]) -> None:
+    if output and not diff:  # `--output FILE`: what stdout would show, uncoloured, in the file
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            _emit_text(result, mode, diff, verbose, show_ignored, False, None)
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(buf.getvalue())
+        return
     to_err = diff  # keep stdout a clean patch
     if diff:
         patch = "".join(unified_diff(fr) for fr in result.changed)
@@ -193,6 +211,7 @@ def _emit_text(result: RunResult, mode: str, diff: bool, verbose: bool, show_ign
     for fr in result.files:
         for n in fr.launch_notes:
             if isinstance(n, dict) and n.get("command"):
+                n = relative_note(n)
                 click.echo(f"launch: {display_path(str(n.get('path') or fr.path))}: {n['command']}", err=to_err)
                 if n.get("multi_node"):
                     click.echo(f"        multi-node: {n['multi_node']}", err=to_err)

@@ -14,7 +14,7 @@ from codemods.base import FIX, INFO, RULES, WARNING, Finding
 
 from . import __version__
 from .engine import FileResult, RunResult
-from .formats import _load_rules, display_path, shown_line, summary_dict, visible_findings
+from .formats import _load_rules, display_path, relative_note, shown_line, summary_dict, visible_findings
 
 MAX_DIFF_LINES = 300
 
@@ -76,7 +76,7 @@ def _file_section(fr: FileResult, mode: str, show_ignored: bool) -> List[str]:
         out += ["**Notes:**", ""]
         out += [_finding_item(fr, f, mode, False) for f in notes]
         out.append("")
-    launches = [n for n in fr.launch_notes if isinstance(n, dict) and n.get("command")]
+    launches = [relative_note(n) for n in fr.launch_notes if isinstance(n, dict) and n.get("command")]
     if launches:
         out += ["**Launch with torchrun:**", ""]
         for n in launches:

@@ -11,8 +11,8 @@ from typing import Dict, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ECOSYSTEM = os.path.join(REPO, "fixtures", "ecosystem")
-FINDING_RX = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+):(?: \[cell \d+\])? "
-                        r"(?P<code>A2A\d{3}) (?P<msg>.+)$")
+FINDING_RX = re.compile(r"^(?P<path>[^\s:][^:]*):(?:cell (?P<cell>\d+):)?(?P<line>\d+):(?P<col>\d+): "
+                        r"(?P<code>A2A\d{3}) (?P<fix>\[\*\] )?(?P<msg>.+)$")
 ANSI_RX = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 
 import pytest
 
-from migrate.config import ConfigError, MiniToml, load_config
+from migrate.config import ConfigError, load_config
 
 from test_cli_helpers import cli
 
@@ -99,51 +98,3 @@ def test_explicit_config_and_closest_table_wins(tmp_path):
     assert r.returncode == 0
     with pytest.raises(ConfigError):
         load_config(["."], str(tmp_path / "nope.toml"))
-
-
-SAMPLE = '''
-# comment
-title = "x"  # trailing
-[tool.apex2amp]
-select = [
-    "A2A1",  # amp
-    'A2A4',
-]
-ignore = []
-min_torch = "2.1"
-"per-file-ignores" = { "a/b.py" = ["A2A101"], c = ["A2A2"] }
-n = 3
-f = 1.5e3
-flag = true
-esc = "tab\\there \\u00e9"
-ml = """
-two
-lines"""
-lit = 'C:\\path'
-[tool.other.deep]
-k = false
-'''
-
-
-def test_minitoml_matches_tomllib():
-    tomllib = pytest.importorskip("tomllib")
-    assert MiniToml(SAMPLE).parse() == tomllib.loads(SAMPLE)
-    for bad in ("a = ", "a = [1, 2", "[[t]]\n", "a = 1\na = 2\n", "a = 1 b = 2\n"):
-        with pytest.raises(ValueError):
-            MiniToml(bad).parse()
-
-
-def test_config_works_without_tomllib(tmp_path):
-    """Python 3.9/3.10 without tomli: the small reader takes over (run through the real CLI)."""
-    root = project(tmp_path, '[tool.apex2amp]\nignore = [\n  "A2A15",\n]\n')
-    import os
-    import subprocess
-    from test_cli_helpers import REPO
-    code = ("import sys; sys.modules['tomllib'] = None; sys.modules['tomli'] = None; "
-            "sys.argv = ['apex2amp', 'check', '.']; from migrate.cli import main; main()")
-    env = dict(os.environ, PYTHONPATH=REPO)
-    r = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    (root / "pyproject.toml").write_text('[tool.apex2amp]\nbogus = 1\n')
-    r = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "unknown key 'bogus'" in r.stderr

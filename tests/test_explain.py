@@ -66,7 +66,7 @@ def test_every_emitted_code_has_an_explanation(tmp_path):
 def test_every_registered_rule_is_complete_and_listed(tmp_path):
     import codemods.registry  # noqa: F401
     for code, r in RULES.items():
-        assert re.fullmatch(r"A2A[1-7]\d\d", code), code
+        assert re.fullmatch(r"A2A[1-8]\d\d", code), code
         assert r.summary and r.why and r.before, code  # an empty `after` means "removed" (explain says so)
         assert r.severity in SEVERITIES
     listed = cli(["rules"], cwd=tmp_path)

@@ -68,29 +68,6 @@ def test_a_path_outside_the_rules_folder_is_not_judged(tmp_path):
     assert rules.match(str(tmp_path / "sub" / "notes.md"), False) is None
 
 
-def test_rules_by_name_suffix_and_pattern_agree_with_the_pattern_of_each_rule():
-    """Plain names and `*.ext` rules are matched without a regex; every rule still means what its
-    own pattern says, last matching rule first, `dir/` rules for folders only."""
-    import random
-    import re
-    random.seed(7)
-    parts = ["a", "b", ".py", "*", "?", "[ab]", "/", "!", "**", "build", "x"]
-    names = ["a", "b", "x", "build", ".py", "c"]
-    for _ in range(3000):
-        lines = ["".join(random.choice(parts) for _ in range(random.randint(1, 4))) for _ in range(random.randint(1, 4))]
-        rules = discovery.GitIgnore("/r", [ln + "\n" for ln in lines])
-        own = [discovery._gitignore_rule(ln) for ln in lines if ln.strip()]
-        for _ in range(4):
-            rel = "/".join("".join(random.choice(names) for _ in range(random.randint(1, 2)))
-                           for _ in range(random.randint(1, 3)))
-            is_dir = random.random() < 0.3
-            want = None
-            for source, neg, dir_only, _, _ in own:
-                if not (dir_only and not is_dir) and re.match(source, rel):
-                    want = not neg
-            assert rules.match("/r/" + rel, is_dir) == want, (lines, rel, is_dir)
-
-
 def test_a_rule_python_cannot_compile_matches_nothing(tmp_path):
     rules = discovery.GitIgnore(str(tmp_path), ["[z-a]*\n", "build/\n", "*.log\n", "tmp[z-a]\n"])
     assert rules.match(str(tmp_path / "build"), True) is True

@@ -1,4 +1,5 @@
-"""ensure_imports places `import NAME` exactly where libcst's AddImportsVisitor would."""
+"""ensure_imports places `import NAME` exactly where libcst's AddImportsVisitor would, except in an
+isort-sorted import block, which it keeps sorted (tests/test_import_order.py runs ruff on those)."""
 from __future__ import annotations
 
 import glob
@@ -9,6 +10,7 @@ import pytest
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from codemods.import_order import sorted_position
 from codemods.importing import ensure_imports, module_binds_top_level
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +56,26 @@ def _sources():
 @pytest.mark.parametrize("names", [["torch"], ["os"], ["torch", "os"]])
 def test_same_placement_as_add_imports_visitor(name, source, names):
     module = cst.parse_module(source)
+    block = _leading_imports(module)
+    if block and sorted_position(block, names[0]) is not None:
+        out = cst.parse_module(ensure_imports(module, names).code)
+        assert sorted_position(_leading_imports(out), "zzz_probe") is not None, out.code  # still sorted
+        for n in names:
+            assert module_binds_top_level(out, n)
+        return
     assert ensure_imports(module, names).code == _libcst(module, names).code
+
+
+def _leading_imports(module: cst.Module):
+    body = list(module.body)
+    first = body[0] if body else None
+    start = 1 if (isinstance(first, cst.SimpleStatementLine)
+                  and (isinstance(first.body[0], cst.Expr) or "__strict__" in cst.Module([first]).code)) else 0
+    end = start
+    while end < len(body) and isinstance(body[end], cst.SimpleStatementLine) and len(body[end].body) == 1 \
+            and isinstance(body[end].body[0], (cst.Import, cst.ImportFrom)):
+        end += 1
+    return body[start:end]
 
 
 def test_import_of_a_submodule_already_binds_the_package():

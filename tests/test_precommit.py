@@ -17,7 +17,8 @@ from test_cli_helpers import ECOSYSTEM, REPO
 
 pytestmark = pytest.mark.slow
 
-PACKAGE_PARTS = ("pyproject.toml", ".pre-commit-hooks.yaml", "README.md", "LICENSE", "migrate", "codemods")
+PACKAGE_PARTS = ("pyproject.toml", ".pre-commit-hooks.yaml", "README.md", "LICENSE", "migrate", "codemods",
+                 "apex2amp")
 OFFLINE_SIGNS = ("Failed to establish a new connection", "Could not find a version that satisfies",
                  "No matching distribution found", "Temporary failure in name resolution", "Network is unreachable")
 GIT_ID = ["-c", "user.name=apex2amp tests", "-c", "user.email=tests@example.invalid", "-c", "commit.gpgsign=false"]

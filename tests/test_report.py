@@ -34,7 +34,7 @@ def test_report_after_rewrite_has_counts_files_followups_launch_and_verification
     # every printed finding shows up in the report with its code and (rewritten) line number
     for f in finding_lines(r.stdout):
         assert f"line {f['line']}: `{f['code']}`" in text, f
-    to_review = int(re.search(r"(\d+) finding\(s\) to review", r.stdout).group(1))
+    to_review = int(re.search(r"(\d+) need review", r.stdout).group(1))
     boxes = text.count("- [ ] ")  # manual follow-ups are checkboxes (info notes are listed without one)
     assert boxes <= to_review
     if "**Notes:**" not in text:

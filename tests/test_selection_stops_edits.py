@@ -78,7 +78,7 @@ def test_narrow_selection_does_not_flood_leftover_warnings(tmp_path):
 @pytest.mark.parametrize("args,pyproject,bad", [
     (["--select", "XYZ"], None, "XYZ"),
     (["--ignore", "A2A9"], None, "A2A9"),
-    (["--select", "A2A1,a2a8"], None, "A2A8"),
+    (["--select", "A2A1,a2a9"], None, "A2A9"),
     ([], '[tool.apex2amp]\nselect = ["A2A99"]\n', "A2A99"),
     ([], '[tool.apex2amp]\nextend-ignore = ["NOPE"]\n', "NOPE"),
 ])

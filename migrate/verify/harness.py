@@ -141,8 +141,9 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
     """One configuration: both sides' runs, the loss comparison, the forward precision, the resume."""
     mode = "same-engine" if device == "cpu" else "fidelity"
     meta = {"mode_args": mode_args, "args": args, "nproc": procs}
-    a = run_side(original, entry, args, steps=steps, nproc=procs, launcher="python", device=device, seed=seed,
-                 timeout=timeout, apex=apex, find_nan=find_nan)
+    from .fsdp2_side import original_launcher, shards_with_fsdp2
+    a = run_side(original, entry, args, steps=steps, nproc=procs, device=device, seed=seed, timeout=timeout, apex=apex,
+                 launcher=original_launcher(os.path.join(original, entry), launcher), find_nan=find_nan)
     if _side_failed(a, steps) or not a.records:
         verdict = {"passed": False, "first_divergent_step": None, "first_divergent_rank": None, "rows": [],
                    "reasons": ["the original program could not run: %s" % (a.error() or "exit code %s%s" % (
@@ -153,6 +154,9 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
     if launcher == "torchrun" and not nproc:  # as many ranks as the original really started
         meta["nproc"] = procs = max(1, len(a.records))
     levels = sorted({e.get("opt_level") for e in a.events if e.get("opt_level")})
+    if mode == "same-engine" and shards_with_fsdp2(os.path.join(migrated, entry)):
+        mode = "fidelity"  # FSDP2 computes with the policy's low-precision parameters
+        echo("verify: the migration shards with FSDP2 (MixedPrecisionPolicy parameters), so the fidelity tolerance applies")
     if mode == "same-engine" and any(lv in ("O2", "O3") for lv in levels):
         # O2/O3 become fp32 weights + autocast by design (A2A108): same engine no longer holds
         mode = "fidelity"
