@@ -589,7 +589,7 @@ class ApexEngine(Engine):
         self.grad_scaler.update()""")
 
 INSTALL_CHECK_KEPT = rule(
-    "A2A171", "apex-install-check-kept", "the \"please install apex\" check stays: another module of the run keeps apex code",
+    "A2A175", "apex-install-check-kept", "the \"please install apex\" check stays: another module of the run keeps apex code",
     fixes=False, severity=INFO,
     why="""
 A check such as `if args.fp16 and not APEX_FOUND: raise ImportError("Please install apex")` goes with

@@ -64,7 +64,7 @@ class RemoveApexImports(Codemod):
 
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
-    CODES = ("A2A110", "A2A118", "A2A123", "A2A132", "A2A171", "A2A172")
+    CODES = ("A2A110", "A2A118", "A2A123", "A2A132", "A2A172", "A2A175")
     PREFILTER = screens.IMPORTS.PREFILTER  # tokens and second stage: codemods/screens.py
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

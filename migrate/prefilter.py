@@ -349,7 +349,7 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
         return True  # an `amp.initialize` that another module's unmigrated amp code relies on
     if b"apex" in data and (b"raise" in data or b"assert" in data) and \
             any(m != module_name for m in facts.unmigrated_amp):
-        return True  # an apex install check that stays while another module keeps apex (A2A171)
+        return True  # an apex install check that stays while another module keeps apex (A2A175)
     return any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
 
 
@@ -447,7 +447,7 @@ def fact_needles(facts: Optional[RepoFacts]) -> Tuple[bytes, ...]:
     needles = {n.encode("utf-8") for n in _published_names(facts)}  # an empty name: in every file
     if facts.unmigrated_amp:
         needles.add(b"initialize")
-        needles.add(b"apex")  # an install check that stays (A2A171)
+        needles.add(b"apex")  # an install check that stays (A2A175)
     return tuple(sorted(needles))
 
 

@@ -97,7 +97,7 @@ def test_install_check_stays_while_another_module_keeps_apex(tmp_path):
         assert fh.read() == main_before
     found = finding_lines(r.stdout)
     check_line = _line_of(os.path.join(CASES, "install_check_kept", "main.py"), "if args.fp16 and not APEX_FOUND")
-    kept = [f for f in found if f["code"] == "A2A171"]
+    kept = [f for f in found if f["code"] == "A2A175"]
     assert [(f["path"], int(f["line"])) for f in kept] == [("main.py", check_line)]
     assert "training" in kept[0]["msg"]
 
@@ -111,4 +111,4 @@ def test_install_check_goes_when_nothing_else_keeps_apex(tmp_path):
     assert r.returncode == 1
     main = open(os.path.join(work, "main.py"), encoding="utf-8").read()
     assert "apex" not in main and "APEX_FOUND" not in main
-    assert not any(f["code"] == "A2A171" for f in finding_lines(r.stdout))
+    assert not any(f["code"] == "A2A175" for f in finding_lines(r.stdout))
