@@ -11,7 +11,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from . import (accum_clip, amp_dead_modes, amp_engine_override, amp_losses, amp_private, amp_regions, amp_reinit,
-               amp_threading, backward_helpers, checkpoint_pairs, clip_reach, screens, templates, unsafe_fixes)
+               amp_threading, apex_flag_state, backward_helpers, checkpoint_pairs, clip_reach, screens, templates,
+               unsafe_fixes)
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
@@ -41,6 +42,8 @@ _REGION_STOPPERS = frozenset({cst.Return, cst.Break, cst.Continue, cst.Yield, cs
 CORE_CODES = ("A2A101", "A2A102", "A2A103")  # initialize, backward and step change together
 # RepoFacts.extra key: facts key of a module -> modules keeping their apex amp code that call its functions
 CALLERS_KEEP_AMP = "amp.callers_keep_amp"
+# facts.extra: the modules whose `amp.initialize` is switched (enabled=...) under --dtype bfloat16
+BF16_SWITCHED = "amp.bf16_switched"
 FORBIDDEN_IN_REGION = ("backward", "step", "scale_loss", "unscale_", "update")
 # `net = DDP(model)`, `net = torch.compile(model)`: the forward pass runs through the wrapper
 _MODEL_WRAPPERS = ("DistributedDataParallel", "DDP", "DataParallel", "FullyShardedDataParallel", "FSDP", "compile")
@@ -746,6 +749,15 @@ class _Analysis:
             if b is block and not (end < f or start > l):
                 return  # overlapping region already planned
         enabled = self.enabled_for(func)
+        switched = self.ctx.facts.extra.get(BF16_SWITCHED, [])
+        if enabled is None and not self.has_init and not self.use_scaler and switched:
+            self.report(rng[0], R.BF16_SWITCH_NOT_REACHED, f"`amp.initialize` in `{switched[0]}` is switched on and "
+                                                           "off, and under bf16 no scaler carries that switch to "
+                                                           "this region: pass it in (`amp_enabled`) and wrap the "
+                                                           "forward pass and loss in `torch.autocast(..., "
+                                                           "enabled=amp_enabled)` by hand, or migrate with float16")
+            self._unsafe = "an autocast region that cannot follow another module's amp on/off switch"
+            return
         if enabled is None and self.cond is not None and not self.use_scaler:
             # bf16: no scaler carries the switch here, and an autocast without it would run the mode
             # that turned amp off (O0, the fp32 flag) in bf16
@@ -1290,6 +1302,16 @@ class _Analysis:
                 best = (sl, s)
         return best[1] if best else None
 
+    def _report_apex_flag_guard(self, call: cst.CSTNode, sc: str, what: str) -> None:
+        """A2A173 at an `if APEX_FOUND:` (a flag that still says "apex is installed") around the state call."""
+        if not self.use_scaler:
+            return
+        guard = apex_flag_state.flag_guard(self, call)
+        if guard is not None:
+            self.report(guard[0], R.SCALER_STATE_UNDER_APEX_FLAG, f"the scaler's state is {what} here only when "
+                        f"`{guard[1]}` (apex is installed): without apex a resumed fp16 run loses its loss scale; "
+                        f"guard it with `{sc}.is_enabled()` or drop the guard")
+
     # -- other members --------------------------------------------------------------------------
     def plan_others(self) -> None:
         codes = {"master_params": R.UNSCALE.code, "state_dict": R.STATE_DICT.code, "load_state_dict": R.STATE_DICT.code,
@@ -1318,6 +1340,7 @@ class _Analysis:
                 else:
                     self.plan.replace_node[call] = _expr("{}")
                 self.report(call, R.STATE_DICT, f"`amp.state_dict()` -> `{sc}.state_dict()`", fixed=True)
+                self._report_apex_flag_guard(call, sc, "saved")
             elif k == "load_state_dict":
                 if self.use_scaler:
                     self.plan.replace_node[call.func] = _expr(f"{sc}.load_state_dict")
@@ -1326,6 +1349,7 @@ class _Analysis:
                     self.report(call, R.OLD_CHECKPOINT, "checkpoints written by apex hold `loss_scaler0` state that "
                                                         "GradScaler rejects: convert them with `apex2amp "
                                                         "convert-checkpoint` (or convert at load time)")
+                    self._report_apex_flag_guard(call, sc, "restored")
                 else:
                     if isinstance(site.stmt, cst.SimpleStatementLine) and len(site.stmt.body) == 1:
                         self.plan.remove(site.stmt)
@@ -1704,6 +1728,9 @@ class _Analysis:
         for s in inits:
             if not self.abort:
                 self.plan_initialize(s)
+        if inits and not self.use_scaler and self.cond is not None and self.ctx.module_name:
+            # bf16: no scaler carries this switch to the regions of other modules (A2A174)
+            self.ctx.exported.extra.setdefault(BF16_SWITCHED, []).append(self.ctx.module_name)
         regions: List[Tuple[cst.CSTNode, cst.BaseExpression, Optional[cst.FunctionDef]]] = []
         for s in live:
             if s.kind == "scale_loss" and not self.abort:
@@ -1839,8 +1866,8 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A145", "A2A147", "A2A416", "A2A417",
-                                                           "A2A418")
+                                                           "A2A142", "A2A145", "A2A147", "A2A173", "A2A174",
+                                                           "A2A416", "A2A417", "A2A418")
     PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -661,3 +661,79 @@ scaler.unscale_(optimizer)
 clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
 scaler.step(optimizer)
 scaler.update()""")
+
+INSTALL_CHECK_KEPT = rule(
+    "A2A175", "apex-install-check-kept", "the \"please install apex\" check stays: another module of the run keeps apex code",
+    fixes=False, severity=INFO,
+    why="""
+A check such as `if args.fp16 and not APEX_FOUND: raise ImportError("Please install apex")` goes with
+the apex imports it guards once nothing needs apex. While another module of the same run keeps its
+apex amp code (its own findings say why), removing the check would turn the clear ImportError into a
+NameError deep in training on a machine without apex, so the check and its imports stay. Migrate that
+module, then rerun: the check goes then.""",
+    before="""
+try:
+    import apex
+    APEX_FOUND = True
+except ImportError:
+    APEX_FOUND = False
+if args.fp16 and not APEX_FOUND:
+    raise ImportError("Please install apex")""",
+    after="""
+# unchanged while training.py keeps `from apex import amp`""")
+
+APEX_EXTENSION_KEPT = rule(
+    "A2A172", "apex-extension-import-kept", "apex's compiled extension (`amp_C`, `apex_C`, ...) is still imported: it needs apex",
+    fixes=False, severity=WARNING,
+    why="""
+`amp_C`, `apex_C`, `fused_layer_norm_cuda`, `syncbn` and the other `*_cuda` modules are apex's compiled
+extensions, installed only with apex. They have no drop-in torch equivalent, so the import stays and the
+code still needs apex. A torch import written into the same `try` would never be bound when that import
+fails, so the migration puts its torch imports before the `try`. Replace the code that uses the
+extension (e.g. `amp_C.multi_tensor_l2norm` -> `torch.linalg.vector_norm` over the gradients), then
+remove the import.""",
+    before="""
+try:
+    import amp_C
+    from apex.parallel import DistributedDataParallel as DDP
+except ImportError:
+    pass""",
+    after="""
+from torch.nn.parallel import DistributedDataParallel as DDP
+try:
+    import amp_C  # A2A172: still needs apex
+except ImportError:
+    pass""")
+
+SCALER_STATE_UNDER_APEX_FLAG = rule(
+    "A2A173", "scaler-state-under-apex-flag", "the scaler's state is saved or restored only when apex is installed",
+    fixes=False, severity=WARNING,
+    why="""
+`if APEX_FOUND: state["amp"] = amp.state_dict()` becomes `scaler.state_dict()` under the same flag, and the
+flag still means "apex is installed" (its `try` imports something else from apex, so it stays). On a
+machine without apex the scaler's state is then never saved (or never restored), and a resumed fp16 run
+fails on the missing key or restarts its loss scale. Guard the line with the scaler's switch instead
+(`if scaler.is_enabled():`), or save and restore it always.""",
+    before="""
+if APEX_FOUND:
+    state["amp"] = amp.state_dict()""",
+    after="""
+if self.scaler.is_enabled():  # by hand
+    state["amp"] = self.scaler.state_dict()""")
+
+BF16_SWITCH_NOT_REACHED = rule(
+    "A2A174", "bf16-switch-not-reached", "with `--dtype bfloat16` the amp on/off switch of another module's `amp.initialize` cannot reach this region",
+    fixes=False, severity=WARNING,
+    why="""
+With float16 the switch of a conditional `amp.initialize` (`opt_level = "O1" if fp16 else "O0"`) reaches
+the autocast region in another module through the scaler (`enabled=scaler.is_enabled()`). With
+bfloat16 there is no scaler, and this module holds no `amp.initialize` of its own: an autocast written
+here without `enabled=` would train the fp32 mode in bf16. The module's amp code (and the
+`amp.initialize` of the modules that call it) is left as it is: pass the switch by hand
+(`do_train(..., amp_enabled=...)` and `torch.autocast(..., enabled=amp_enabled)`), or rerun with float16.""",
+    before="""
+# trainer.py (train_net.py: amp.initialize(..., opt_level=opt_level))
+with amp.scale_loss(loss, optimizer) as scaled_loss:
+    scaled_loss.backward()""",
+    after="""
+# unchanged under --dtype bfloat16""")

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens
+from . import screens, try_imports
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .device_guards import guarded_by_own_value
@@ -518,6 +518,13 @@ class ApexParallelToTorchDDP(Codemod):
             if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
                 continue
             new_lines = self._split_import(line, stmt, locals_, replace_names)
+            hoist = try_imports.hoist_target(line, parents, locals_)
+            if hoist is not None:  # torch's names bound before the `try` whose extension import fails without apex
+                torch_lines = [ln for ln in new_lines if isinstance(ln, cst.SimpleStatementLine) and any(
+                    isinstance(x, cst.ImportFrom) and (dotted_name(x.module) or "").startswith("torch")
+                    for x in ln.body)]
+                new_lines = [ln for ln in new_lines if ln not in torch_lines]
+                plan.insert_before(hoist, [ln.with_changes(leading_lines=[]) for ln in torch_lines])
             plan.replace_stmt[line] = new_lines
             for local in locals_:
                 q = replace_names[local][0]

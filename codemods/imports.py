@@ -25,6 +25,7 @@ from .mode_rules import APEX_FLAG_LEFTOVER
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
 from .rule_owners import owner_deselected
+from .try_imports import extension_imports
 from .walk import Visitor, iter_nodes
 
 FP16_UTILS_EXPORTS = {
@@ -63,12 +64,13 @@ class RemoveApexImports(Codemod):
 
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
-    CODES = ("A2A110", "A2A118", "A2A123", "A2A132")
+    CODES = ("A2A110", "A2A118", "A2A123", "A2A132", "A2A172", "A2A175")
     PREFILTER = screens.IMPORTS.PREFILTER  # tokens and second stage: codemods/screens.py
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
         table = ImportTable.of(module, ctx.module_name)
+        _report_extension_imports(module, ctx)
         locals_ = apex_locals(table)
         star = {m: nodes for m, nodes in table.star_modules.items() if m == "apex" or m.startswith("apex.")}
         if not locals_ and not star:
@@ -96,6 +98,14 @@ class RemoveApexImports(Codemod):
                                               "flag decides which tests are skipped: the code under test may still "
                                               "need apex (a library, a module this run did not migrate), so the "
                                               "check stays; fold it by hand once nothing needs apex")
+            return module
+        keeper = _module_keeping_apex(ctx) if not any(uses.get(name) for name in locals_) else None
+        checks = _install_checks(module, flags | locals_) if keeper is not None else []
+        if checks:
+            ctx.report(checks[0], R.INSTALL_CHECK_KEPT.code, f"`{keeper}` keeps its apex amp code (see its "
+                       "findings): this apex install check and the imports it tests stay, so that a run without "
+                       "apex still stops here with its clear error; they go once that module migrates",
+                       severity=INFO)
             return module
         plan = EditPlan()
         probes = _apex_probes(module, table)
@@ -672,6 +682,38 @@ def _mentions_apex(node: cst.CSTNode) -> bool:
                 found = True
 
     node.visit(V())
+    return found
+
+
+def _report_extension_imports(module: cst.Module, ctx: FileContext) -> None:
+    """A2A172 at each import of one of apex's compiled extensions (`import amp_C`): it stays, and needs apex."""
+    for stmt in ModuleIndex.of(module).imports:
+        names = extension_imports(stmt)
+        if names:
+            ctx.report(stmt, R.APEX_EXTENSION_KEPT.code, f"`{names[0]}` is apex's compiled extension: it has no torch "
+                       "equivalent and needs apex installed; replace the code that uses it, then remove the import")
+
+
+def _module_keeping_apex(ctx: FileContext) -> Optional[str]:
+    """Another module of the run whose apex amp code stays (pass 1's `unmigrated_amp`), if any."""
+    return next((m for m in ctx.facts.unmigrated_amp if m != ctx.module_name), None)
+
+
+def _install_checks(module: cst.Module, guard_names: Set[str]) -> List[cst.CSTNode]:
+    """`if <test reading an apex flag or name>: raise/print/warn ...` and asserts of them, in source order."""
+    found: List[cst.CSTNode] = []
+
+    class V(Visitor):
+        def visit_If(self, n: cst.If) -> None:
+            if n.orelse is None and names_read(n.test) & guard_names and \
+                    _is_guard_stmt(n, names_read(n.test) | {"None"}):
+                found.append(n)
+
+        def visit_Assert(self, n: cst.Assert) -> None:
+            if names_read(n.test) & guard_names:
+                found.append(n)
+
+    module.visit(V())
     return found
 
 

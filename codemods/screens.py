@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
+from .apex_extension_names import APEX_EXTENSIONS
 from .hazard_bytes import may_have_hazard
 from .scaling_bytes import may_scale_by_hand
 
@@ -62,7 +63,8 @@ MANUAL_SCALING = Screen("manual_scaling", (b"FP16_Optimizer", b"fp16_utils", b".
 APEX_PARALLEL = Screen("apex_parallel", (b"apex",))
 LAUNCH = Screen("launch", (b"spawn", b"local_rank", b"local-rank", b"start_processes"))
 LAUNCH_LINES = Screen("launch_lines", (b"torch.distributed.launch",))  # launch commands built in code
-IMPORTS = Screen("imports", (b"apex",))
+# apex's extensions (`import amp_C`) need apex too (A2A172), in files that may not name apex
+IMPORTS = Screen("imports", (b"apex",) + tuple(sorted(n.encode() for n in APEX_EXTENSIONS)))
 _CKPT_LINT_SHAPE = re.compile(rb"scaler\s*\.\s*(?:load_)?state_dict\s*\(|\bamp\s*[,)]")
 
 
@@ -113,5 +115,5 @@ PREFILTER = re.compile(
     rb"apex|cuda\.amp|cpu\.amp|torch\.(?:cuda|cpu) import amp|\bspawn\b|start_processes|distributed\.launch|local_rank|local-rank|"
     rb"init_process_group|MASTER_ADDR|MASTER_PORT|\.half\(\)|float16|loss_scale|masked_fill|"
     rb"BCELoss|binary_cross_entropy|scale_loss|master_params|[-]1e\d|float\(.-inf.\)|(?i:loss_?scal)|scaled_loss|FP16_Optimizer|fp16_utils|autocast|GradScaler|[Ss]caler|"
-    rb"\bamp\s*[,)]"
+    rb"\bamp\s*[,)]|" + b"|".join(sorted(n.encode() for n in APEX_EXTENSIONS if "apex" not in n))
 )

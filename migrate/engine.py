@@ -661,8 +661,9 @@ def _run(paths: Sequence[str], config: RunConfig,
             if cache and _cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
         told = _refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        _refuse_bf16_regions_off_the_switch(files, indexed, pass_one, kept, config, facts, told)
         _refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts, told)
-        _hold_back_helpers(files, indexed, pass_one, kept, config)
+        _hold_back_helpers(files, indexed, pass_one, kept, config, told)
         simulated = _refuse_held_callers(files, indexed, pass_one, kept, config, facts, told, cache, keys)
         for i in indexed:
             f, fr = pass_one[i]
@@ -1035,10 +1036,48 @@ def _keep_reexported_imports(files: Sequence[discovery.Discovered], published: D
             ready.pop(i, None)
 
 
+def _refuse_bf16_regions_off_the_switch(files: Sequence[discovery.Discovered], indexed: Sequence[int],
+                                        pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
+                                        data_of: "_KeptBytes", config: RunConfig, facts: RepoFacts,
+                                        prior: Dict[int, RepoFacts]) -> None:
+    """Pass 1 again, told which modules' `amp.initialize` is switched under --dtype bfloat16
+    (`codemods.amp.BF16_SWITCHED`), for the files with a `scale_loss` that publish no such switch: their
+    regions cannot follow it (no scaler carries it), so their amp migration refuses (A2A174), and the
+    `amp.initialize` of the modules importing them stays with them (A2A117)."""
+    from codemods.amp import BF16_SWITCHED
+    switched = sorted({m for i in indexed for m in pass_one[i][0].extra.get(BF16_SWITCHED, [])})
+    if not switched:
+        return
+    told = RepoFacts(extra={BF16_SWITCHED: switched})
+    for j in indexed:
+        if pass_one[j][0].extra.get(BF16_SWITCHED):
+            continue
+        data = data_of.get(j)
+        if data is None:
+            try:
+                data = read_bytes(files[j].path)
+            except SourceError:
+                continue
+        if b"scale_loss" in data:
+            mine = RepoFacts(extra={BF16_SWITCHED: switched})
+            if j in prior:  # what an earlier cross-module pass told this file still holds
+                mine.merge(prior[j])
+            prior[j] = mine
+            pass_one[j] = pass_one_file(files[j], config, mine)
+    facts.merge(told)
+
+
 def _hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                        pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: "_KeptBytes",
-                       config: RunConfig) -> None:
+                       config: RunConfig, prior: Dict[int, RepoFacts]) -> None:
     """Backward helpers whose callers would keep their amp code keep theirs (migrate/helper_groups.py)."""
+
+    def rerun(i: int, told: RepoFacts) -> Tuple[RepoFacts, Optional[FileResult]]:
+        if i in prior:  # what an earlier cross-module pass told this file still holds
+            told.merge(prior[i])
+        prior[i] = told
+        return pass_one_file(files[i], config, told)
+
     from .helper_groups import hold_back
 
     def bytes_of(j: int) -> Optional[bytes]:
@@ -1053,7 +1092,7 @@ def _hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
     hold_back(files, indexed, pass_one, bytes_of, python,
               lambda j, facts: process_file(files[j], dataclasses.replace(config, write=False), facts),
-              lambda i, told: pass_one_file(files[i], config, told))
+              rerun)
 
 
 def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],

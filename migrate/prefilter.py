@@ -347,6 +347,9 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
     if b"initialize" in data and any(m != module_name and m.rpartition(".")[2].encode() in data
                                      for m in facts.unmigrated_amp):
         return True  # an `amp.initialize` that another module's unmigrated amp code relies on
+    if b"apex" in data and (b"raise" in data or b"assert" in data) and \
+            any(m != module_name for m in facts.unmigrated_amp):
+        return True  # an apex install check that stays while another module keeps apex (A2A175)
     return any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
 
 
@@ -444,6 +447,7 @@ def fact_needles(facts: Optional[RepoFacts]) -> Tuple[bytes, ...]:
     needles = {n.encode("utf-8") for n in _published_names(facts)}  # an empty name: in every file
     if facts.unmigrated_amp:
         needles.add(b"initialize")
+        needles.add(b"apex")  # an install check that stays (A2A175)
     return tuple(sorted(needles))
 
 
