@@ -17,6 +17,7 @@ from . import amp_rules as R
 from .amp_modes import ModeSwitches
 from .bool_exprs import as_bool
 from .early_exits import may_exit_early
+from .opt_level_notes import opt_level_message
 from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .index import ModuleIndex, parent_mapping
@@ -477,8 +478,7 @@ class _Analysis:
             self.abort = True
             return
         if level in ("O2", "O3"):
-            self.report(call, R.OPT_LEVEL, f"opt_level {level}: the model stays fp32 and runs under autocast "
-                                           f"(GradScaler refuses fp16 gradients); numerics and memory change")
+            self.report(call, R.OPT_LEVEL, opt_level_message(level, self.ctx.options.target))
         elif level in ("O4", "O5"):
             self.use_scaler = False
             self.dtype = "torch.bfloat16"

@@ -121,7 +121,13 @@ OPT_LEVEL = rule(
 O2 ran everything but BatchNorm in fp16 with fp32 master weights; O3 was pure fp16. GradScaler refuses
 fp16 gradients, so the native recipe keeps fp32 parameters and runs eligible ops in fp16 under
 autocast; softmax, norms and losses stay fp32. Expect slightly different numerics and more weight
-memory. The native analogue of O2 for sharded training is FSDP's MixedPrecision.""",
+memory. The native analogue of O2 for sharded training is FSDP's MixedPrecision.
+
+Under `--target fsdp2` (A2A801) the model is sharded with `fully_shard(..., mp_policy=MixedPrecisionPolicy(
+param_dtype=..., reduce_dtype=torch.float32))`: the forward and backward compute with `param_dtype`
+parameters while the sharded fp32 parameters are the master copy, which is apex O2's recipe at a fraction
+of the memory per rank. A file the fsdp2 target leaves unsharded (an A2A8xx finding says why) keeps fp32
+weights under autocast as above.""",
     before="""
 model, optimizer = amp.initialize(model, optimizer, opt_level="O2")""",
     after="""

@@ -25,10 +25,12 @@ def rewrite_source(text: str, *, path: str = "<string>", dtype: str = "float16",
 
 def rewrite_paths(paths: Sequence[str], *, write: bool = False, dtype: str = "float16", min_torch=(2, 4),
                   select: Sequence[str] = (), ignore: Sequence[str] = (), exclude: Sequence[str] = (),
-                  jobs: int = 1):
-    """Rewrite every file under `paths` (in place when `write`); returns `migrate.engine.RunResult`."""
+                  jobs: int = 1, target: str = "ddp"):
+    """Rewrite every file under `paths` (in place when `write`) for migration `target` ("ddp" or "fsdp2");
+    returns `migrate.engine.RunResult`."""
     from .engine import RunConfig, Selection, run
-    config = RunConfig(options=Options(dtype=dtype, min_torch=tuple(min_torch)), select=Selection(select, ignore),
+    config = RunConfig(options=Options(dtype=dtype, min_torch=tuple(min_torch), target=target),
+                       select=Selection(select, ignore),
                        excludes=list(exclude), write=write, jobs=jobs)
     return run(list(paths), config)
 

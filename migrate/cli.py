@@ -286,7 +286,11 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
 @click.option("--nproc", type=int, default=None, help="Processes per side (torchrun --nproc_per_node).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--dtype", type=DTYPES, default="float16", show_default=True)
+@click.option("--dtype", type=DTYPES, default="float16", show_default=True,
+              help="Mixed-precision dtype: sets the tolerance, and the copy's migration when MIGRATED is not given.")
+@click.option("--target", type=click.Choice(["ddp", "fsdp2"]), default=None,
+              help="Migration target of the copy migrated when MIGRATED is not given (default: `target` in "
+                   "[tool.apex2amp], else ddp).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the verdict as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Draw both loss curves to a PNG.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per side.")
@@ -301,8 +305,8 @@ def convert_checkpoint(src: str, dst: str, key: Optional[str]) -> None:
 @click.option("--save-args", default=None, help="Arguments that save it after step K, e.g. '--save {ckpt} --save-at {k}'.")
 @click.option("--find-nan", is_flag=True, help="Trace NaN/inf origins (module, direction) from the first step.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_path, plot, timeout, tolerance, modes,
-           resume_flag, resume_at, resume_args, save_args, find_nan, args):
+def verify(original, migrated, entry, steps, nproc, device, seed, dtype, target, json_path, plot, timeout, tolerance,
+           modes, resume_flag, resume_at, resume_args, save_args, find_nan, args):
     """Run ORIGINAL and MIGRATED for N steps each, in every mode, and compare their losses.
 
     Without MIGRATED, a copy of ORIGINAL is migrated first. Program arguments go after `--`.
@@ -310,10 +314,12 @@ def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_pa
     from .config import ConfigError, load_config
     from .verify import run_verify
     try:
-        table = load_config([original]).get("verify", {})
+        file_cfg = load_config([original])
     except ConfigError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
+    table = file_cfg.get("verify", {})
+    target = target or file_cfg.get("target") or "ddp"
     modes = list(modes) or table.get("modes") or None
     resume_at = resume_at or table.get("resume-at")
     resume_args = resume_args if resume_args is not None else table.get("resume-args")
@@ -329,7 +335,8 @@ def verify(original, migrated, entry, steps, nproc, device, seed, dtype, json_pa
         sys.exit(2)
     sys.exit(run_verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
                         dtype=_norm_dtype(dtype), json_path=json_path, plot=plot, timeout=timeout,
-                        tolerance=tolerance, args=list(args), modes=modes, resume=resume, find_nan=find_nan))
+                        tolerance=tolerance, args=list(args), modes=modes, resume=resume, find_nan=find_nan,
+                        target=target))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -173,6 +173,7 @@ def validate(table: Dict[str, Any], path: str) -> Dict[str, Any]:
         elif k == "target":
             if value not in ("ddp", "fsdp2"):
                 raise ConfigError(f"{path}: [tool.apex2amp] target must be \"ddp\" or \"fsdp2\", not {value!r}")
+            norm[k] = value
         elif k == "unsafe-fixes":
             if not isinstance(value, bool):
                 raise ConfigError(f"{path}: [tool.apex2amp] unsafe-fixes must be true or false, not {value!r}")

@@ -21,12 +21,15 @@ from .static_checks import backward_inside_autocast, likely_causes
 from .unsafe_pairs import unsafe_fix_sites
 
 
-def migrate_copy(original: str) -> str:
-    """Copy ORIGINAL to a temp folder and rewrite the copy in place with apex2amp; returns the copy's path."""
+def migrate_copy(original: str, target: str = "ddp", dtype: str = "float16") -> str:
+    """Copy ORIGINAL to a temp folder and rewrite the copy in place with apex2amp for migration `target`
+    ("ddp" or "fsdp2", at its torch floor) and mixed-precision `dtype`; returns the copy's path."""
     from migrate import rewrite_paths
+    from migrate.target_floor import fsdp2_min_torch
     dst = os.path.join(tempfile.mkdtemp(prefix="apex2amp-migrated-"), os.path.basename(os.path.abspath(original)))
     shutil.copytree(original, dst)
-    rewrite_paths([dst], write=True)
+    min_torch = fsdp2_min_torch((2, 4), explicit=False) if target == "fsdp2" else (2, 4)
+    rewrite_paths([dst], write=True, dtype=dtype, min_torch=min_torch, target=target)
     return dst
 
 
@@ -39,7 +42,7 @@ def _side_failed(side: SideRun, steps: int) -> bool:
 def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 10, nproc: Optional[int] = None,
            device: str = "auto", seed: int = 0, dtype: str = "float16", timeout: float = 600.0,
            tolerance: Optional[float] = None, args: Sequence[str] = (), modes: Optional[Sequence[str]] = None,
-           resume: Optional[dict] = None, echo=click.echo, find_nan: bool = False) -> dict:
+           resume: Optional[dict] = None, echo=click.echo, find_nan: bool = False, target: str = "ddp") -> dict:
     """Run both sides in every mode (and a resume when asked); the verdict dict plus `modes` and `exit_code`.
 
     `modes`: extra-argument strings appended to `args`, one configuration each (None: detected from the
@@ -47,11 +50,13 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
     detected from its checkpoint flags). The top level holds the first failing mode's verdict (else the
     first mode's), `modes` all of them. `nan_origin` (per side, per mode) names the first module and
     direction where a non-finite value appeared; it is traced after a side's first non-finite/skipped
-    step, or from the first step with find_nan.
+    step, or from the first step with find_nan. Without `migrated`, a copy is migrated for `target` with
+    `dtype` (the precision the comparison assumes).
     """
     if migrated is None:
-        echo("verify: migrating a copy of %s with apex2amp" % original)
-        migrated = migrate_copy(original)
+        echo("verify: migrating a copy of %s with apex2amp%s" % (
+            original, " (--target fsdp2, %s)" % dtype if target == "fsdp2" else ""))
+        migrated = migrate_copy(original, target=target, dtype=dtype)
         echo("verify: the migrated copy is kept for review in %s" % migrated)
     if device == "auto":
         device = "cuda" if cuda_available() else "cpu"
@@ -64,7 +69,7 @@ def verify(original: str, migrated: Optional[str], *, entry: str, steps: int = 1
     meta = {"original": os.path.abspath(original), "migrated": os.path.abspath(migrated), "entry": entry,
             "steps": steps, "device": device, "simulated_cuda": device == "cpu", "apex": apex,
             "launchers": {"original": "python", "migrated": launcher}, "nproc": procs, "seed": seed,
-            "args": list(args)}
+            "args": list(args), "target": target}
     if device == "cpu":
         echo("verify: no CUDA here: simulating CUDA on the CPU (float16 CPU autocast, gloo instead of nccl)")
     echo("verify: original runs with %s apex; migrated runs under %s (%d process%s)" % (
@@ -232,7 +237,7 @@ def _mode_summary(r: dict) -> str:
 
 def run_verify(original, migrated, *, entry, steps=10, nproc=None, device="auto", seed=0, dtype="float16",
                json_path=None, plot=None, timeout=600.0, tolerance=None, args=(), modes=None, resume=None,
-               find_nan=False) -> int:
+               find_nan=False, target="ddp") -> int:
     """CLI body: verify, print a table and the reasons per mode, a summary line per mode, write JSON/PNG.
 
     Returns 0 every mode passed, 1 one failed, 2 could not run.
@@ -243,7 +248,7 @@ def run_verify(original, migrated, *, entry, steps=10, nproc=None, device="auto"
     try:
         verdict = verify(original, migrated, entry=entry, steps=steps, nproc=nproc, device=device, seed=seed,
                          dtype=dtype or "float16", timeout=timeout, tolerance=tolerance, args=args, modes=modes,
-                         resume=resume, find_nan=find_nan)
+                         resume=resume, find_nan=find_nan, target=target)
     except (FileNotFoundError, OSError) as e:
         click.echo("verify: error: %s" % e, err=True)
         return 2

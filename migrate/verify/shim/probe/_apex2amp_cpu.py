@@ -4,7 +4,8 @@
 `synchronize`, `empty_cache` do nothing; `torch.cuda.is_available()` is True and `device_count()` is the
 number of harness processes; autocast and GradScaler "cuda" (also the deprecated torch.cuda.amp ones)
 run on "cpu" with float16; nccl becomes gloo (in the probe); DDP loses device_ids/output_device;
-SyncBatchNorm conversion is a no-op and SyncBatchNorm layers run as BatchNorm.
+SyncBatchNorm conversion is a no-op and SyncBatchNorm layers run as BatchNorm; FSDP2's `fully_shard` gets
+a CPU device mesh (_apex2amp_fsdp2_cpu.py).
 """
 import contextlib
 import functools
@@ -149,3 +150,6 @@ def install(nproc):
         return orig_dl_init(self, *args, **kwargs)
 
     dl.__init__ = dl_init
+
+    import _apex2amp_fsdp2_cpu
+    _apex2amp_fsdp2_cpu.install()
