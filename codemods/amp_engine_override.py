@@ -89,4 +89,5 @@ def _rewritten_copy(a, f: cst.FunctionDef):
         sub.wraps.append(w)
     if not sub:
         return None
-    return apply_plan(cst.Module(body=[f]), sub).body[0]
+    # a copy of its own: the base keeps `f`, and a tree must not hold one node object twice
+    return apply_plan(cst.Module(body=[f]), sub).body[0].deep_clone()

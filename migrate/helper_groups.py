@@ -17,6 +17,16 @@ from codemods.records import RepoFacts
 KEPT_AMP = ("A2A117", "A2A118")
 
 
+def _calls(data: bytes, key: str, fn: str) -> bool:
+    """Whether `data` may call helper `fn` of module `key` (`root::pkg.mod`): `fn(` not after a dot, or
+    `mod.fn(`; a method of the same name (`scaled_loss.backward()`) is not a call of the helper."""
+    mod = key.rpartition("::")[2].rpartition(".")[2]
+    name = re.escape(fn.encode())
+    if re.search(rb"(?<![\w.])" + name + rb"\s*\(", data):
+        return True
+    return bool(mod) and re.search(rb"\b" + re.escape(mod.encode()) + rb"\s*\.\s*" + name + rb"\s*\(", data) is not None
+
+
 def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, Any],
               bytes_of: Callable[[int], Optional[bytes]], python: Sequence[int],
               rewrite: Callable[[int, RepoFacts], Any], rerun: Callable[[int, RepoFacts], Any]) -> None:
@@ -40,8 +50,7 @@ def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, 
         data = bytes_of(j)
         if data is None:
             continue
-        names = {i for i, h in helpers.items() for fn in (fn for k in h.values() for fn in k)
-                 if re.search(rb"\b" + re.escape(fn.encode()) + rb"\b", data)}
+        names = {i for i, h in helpers.items() for key, fns in h.items() for fn in fns if _calls(data, key, fn)}
         if not names:
             continue
         fr = rewrite(j, facts)

@@ -261,4 +261,6 @@ def test_a_rewrite_generates_each_file_whole_once(monkeypatch):
     for path in sorted(glob.glob(os.path.join(ROOT, "fixtures", "*", "*.before.py"))):
         builds.clear()
         engine.rewrite_source(open(path, encoding="utf-8").read(), path=path)
-        assert builds.count(False) <= 1, (os.path.relpath(path, ROOT), builds)
+        # a codemod that copies a method into another class (A2A418) builds the copy's tree anew
+        whole = 2 if "backend_engines" in path else 1
+        assert builds.count(False) <= whole, (os.path.relpath(path, ROOT), builds)
