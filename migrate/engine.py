@@ -24,6 +24,7 @@ from codemods.suppression import Suppressions, physical_lines
 
 from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, progress, regions, selection
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
+from .facts_index import FactsIndex
 from .linediff import shared_ends
 from .settings import QUIET_GC, RunConfig, Selection  # noqa: F401 - re-exported: the engine's API takes them
 
@@ -689,8 +690,10 @@ def _run(paths: Sequence[str], config: RunConfig,
             ready.pop(i)  # pass 2 reads the file again, with the facts
         if prefilter.has_fact_names(facts):
             needles = prefilter.fact_needles(facts)
-            screened = [_rescreen(d, s, facts, kept.get(i), needles) for i, (d, s) in enumerate(zip(files, screened))]
-            ready = _still_valid(files, ready, published, facts, kept)
+            index = FactsIndex(facts)  # one look per file, not one per publishing module
+            screened = [_rescreen(d, s, facts, kept.get(i), needles, index)
+                        for i, (d, s) in enumerate(zip(files, screened))]
+            ready = _still_valid(files, ready, published, facts, kept, index)
         if facts.dropped_imports:
             # folders the run walked whole need no second walk (excluded files may still import)
             _keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths, pool)
@@ -993,10 +996,12 @@ def _facts_digest(facts: RepoFacts) -> str:
 
 def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResult],
                  published: Dict[int, RepoFacts], merged: RepoFacts,
-                 data_of: Optional[Dict[int, bytes]] = None) -> Dict[int, FileResult]:
+                 data_of: Optional[Dict[int, bytes]] = None,
+                 index: Optional[FactsIndex] = None) -> Dict[int, FileResult]:
     """The pass-1 rewrites that pass 2 would make the same: the file calls no function another file
     published (`prefilter.mentions_fact`: such a call names the function and its module). `data_of`:
-    the files' bytes the screen kept (the others are read again)."""
+    the files' bytes the screen kept (the others are read again); `index`: `merged`'s FactsIndex."""
+    index = index if index is not None and index.facts is merged else FactsIndex(merged)
     publishers: Dict[str, int] = {}
     for f in published.values():
         for key in f.scaler_functions:
@@ -1012,7 +1017,7 @@ def _still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileRes
                 data = read_bytes(files[i].path)
             except SourceError:
                 continue
-        if not prefilter.mentions_fact(data, merged, discovery.module_name_for(files[i].path)[0], own):
+        if not index.mentions(data, discovery.module_name_for(files[i].path)[0], own):
             kept[i] = fr
     return kept
 
@@ -1296,8 +1301,8 @@ def _file_weight(task: Tuple[Any, ...]) -> float:
 
 
 def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]], facts: RepoFacts,
-              data: Optional[bytes] = None, needles: Optional[Tuple[bytes, ...]] = None
-              ) -> Tuple[int, Optional[FileResult]]:
+              data: Optional[bytes] = None, needles: Optional[Tuple[bytes, ...]] = None,
+              index: Optional[FactsIndex] = None) -> Tuple[int, Optional[FileResult]]:
     """After pass 1: a skipped file that names a function pass 1 published (a call site) needs pass 2
     (`data`: its bytes when the screen kept them; `needles`: `prefilter.fact_needles(facts)`)."""
     step, early = screened
@@ -1311,4 +1316,6 @@ def _rescreen(d: discovery.Discovered, screened: Tuple[int, Optional[FileResult]
     if needles is not None and not any(n in data for n in needles):
         return screened
     module = discovery.module_name_for(d.path)[0]
-    return (_REWRITE if prefilter.mentions_fact(data, facts, module) else _SKIP), None
+    mentions = index.mentions(data, module) if index is not None and index.facts is facts \
+        else prefilter.mentions_fact(data, facts, module)
+    return (_REWRITE if mentions else _SKIP), None
