@@ -1085,15 +1085,7 @@ def _hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[
 
     from .helper_groups import hold_back
 
-    def bytes_of(j: int) -> Optional[bytes]:
-        data = data_of.get(j)
-        if data is None:
-            try:
-                data = read_bytes(files[j].path)
-            except SourceError:
-                return None
-        return data
-
+    bytes_of = _bytes_reader(files, data_of)
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
     hold_back(files, indexed, pass_one, bytes_of, python,
               lambda j, facts: process_file(files[j], dataclasses.replace(config, write=False), facts),
@@ -1127,6 +1119,7 @@ def _refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed:
 
 
 def _bytes_reader(files: Sequence[discovery.Discovered], data_of: "_KeptBytes") -> Callable[[int], Optional[bytes]]:
+    """Reads file j's bytes, from what pass 1 kept when it kept them (None: unreadable)."""
     def bytes_of(j: int) -> Optional[bytes]:
         data = data_of.get(j)
         if data is None:
