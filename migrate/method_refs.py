@@ -49,7 +49,7 @@ def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[i
     `scaler_functions` that another of `python_files` uses as a value}: imported by name from a module
     of that last name and read other than as a call's callee (`Engine(train_step)`, `partial(train_step,
     ...)`, `callbacks=[train_step]`, `registry["x"] = train_step`), or `.train_step` read so on any
-    receiver. Such a function keeps its signature (RepoFacts.foreign_value_refs)."""
+    receiver but `self` / `cls`. Such a function keeps its signature (RepoFacts.foreign_value_refs)."""
     out: Dict[int, Dict[str, List[str]]] = {}
     for i, facts in published.items():
         for key, names in facts.scaler_functions.items():
@@ -91,6 +91,13 @@ def _value_uses(data: bytes, module: str, names: Sequence[str], resolver: "Impor
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
             out.append((bound[node.id], node.lineno))
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in names:
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in names \
+                and not _own_attribute(node):
             out.append((node.attr, node.lineno))
     return sorted(out, key=lambda t: t[1])
+
+
+def _own_attribute(node: ast.Attribute) -> bool:
+    """`self.train` / `cls.train`: an attribute of the instance or class, never another module's
+    function (binding one there, `self.train = train`, reads the imported name, which counts)."""
+    return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")

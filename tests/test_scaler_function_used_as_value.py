@@ -110,3 +110,36 @@ def test_plain_calls_from_another_file_still_thread_the_scaler(tmp_path):
     assert "def train_step(model, batch, optimizer, scaler):" in (tmp_path / "train_utils.py").read_text()
     assert "train_step(model, batch, optimizer, scaler=scaler)" in (tmp_path / "main.py").read_text()
     assert "A2A126" not in res.stdout
+
+
+def test_an_attribute_of_self_with_the_functions_name_is_not_a_value_use(tmp_path):
+    """`self.train_step` in another file is that class's own attribute (a dataset's `self.train`
+    flag, a method): it cannot be the other module's function, so the migration goes on."""
+    _write(tmp_path, "train_utils.py", TRAIN_UTILS)
+    _write(tmp_path, "data.py", '''
+        class Loader:
+            def __init__(self, train_step):
+                self.train_step = train_step
+
+            def epoch(self):
+                return [self.train_step, cls_step(type(self))]
+
+
+        def cls_step(cls):
+            return cls.train_step
+    ''')
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from train_utils import train_step
+
+
+        def main(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            for batch in loader:
+                train_step(model, batch, optimizer)
+    ''')
+    res = _cli("rewrite", str(tmp_path))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "A2A126" not in res.stdout, res.stdout
+    assert "def train_step(model, batch, optimizer, scaler):" in (tmp_path / "train_utils.py").read_text()
+    assert "train_step(model, batch, optimizer, scaler=scaler)" in (tmp_path / "main.py").read_text()

@@ -1,0 +1,120 @@
+"""Measure migration coverage on real trees: the share of legacy sites `rewrite` migrates.
+
+    python benchmarks/coverage.py TREE [TREE ...] [--json OUT]
+
+A *site* is a line of a Python file that uses apex mixed precision (amp.initialize, amp.scale_loss,
+amp.state_dict / load_state_dict, amp.master_params), apex.parallel, an apex fused module or optimizer,
+FP16_Optimizer, mp.spawn / torch.multiprocessing.spawn, torch.distributed.launch, or hand-written loss
+scaling (a loss scaler class or `loss * scale` before backward). Each tree is copied to a temporary folder and
+rewritten there with the CLI (`apex2amp rewrite --format json`); a site is *migrated* when its pattern
+occurs fewer times in the rewritten file, and a site left in place is *reported* when its file has an open
+finding (not fixed) on the site's line. A remaining site without a finding is *silent*: the tool must never
+leave one. Prints one row per tree and the total.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from typing import Dict, List, Tuple
+
+SITES: Dict[str, "re.Pattern[str]"] = {
+    "amp": re.compile(r"\bamp\.(initialize|scale_loss|master_params|state_dict|load_state_dict)\b"),
+    "apex-import": re.compile(r"^\s*(from\s+apex[\w.]*\s+import|import\s+apex)\b"),
+    "apex-parallel": re.compile(r"\b(apex\.parallel|convert_syncbn_model)\b"),
+    "apex-fused": re.compile(r"\b(FusedAdam|FusedLAMB|FusedSGD|FusedNovoGrad|FusedLayerNorm|FusedRMSNorm)\s*\("),
+    "fp16-optimizer": re.compile(r"\bFP16_Optimizer\s*\("),
+    "spawn": re.compile(r"\b(mp|multiprocessing)\.spawn\s*\("),
+    "launch": re.compile(r"torch\.distributed\.launch\b"),
+    "manual-scaling": re.compile(r"\b(DynamicLossScaler|LossScaler)\s*\(|\bloss\s*\*\s*[\w.]*scale\b"),
+}
+
+
+def sites_of(text: str) -> List[Tuple[str, int]]:
+    """(kind, 1-based line) of every site in a file's text (comments and docstrings not excluded)."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        for kind, pattern in SITES.items():
+            if pattern.search(code):
+                found.append((kind, n))
+    return found
+
+
+def measure(tree: str) -> Dict[str, object]:
+    """Rewrite a copy of `tree` and count its sites: total, migrated, reported, silent (with examples)."""
+    work = tempfile.mkdtemp(prefix="a2a-coverage-")
+    copy = os.path.join(work, os.path.basename(os.path.abspath(tree)))
+    shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    before: Dict[str, str] = {}
+    for folder, _, names in os.walk(copy):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                if sites_of(text):
+                    before[os.path.relpath(path, work)] = text
+    out = subprocess.run([sys.executable, "-m", "migrate", "rewrite", copy, "--format", "json", "--no-cache"],
+                         cwd=work, capture_output=True, text=True)
+    report = json.loads(out.stdout or "{}")
+    open_lines: Dict[str, set] = {}
+    for fr in report.get("files", []):
+        rel = os.path.normpath(fr["path"])
+        open_lines.setdefault(rel, set()).update(
+            f.get("original_line") or f["line"] for f in fr["findings"] if not f["fixed"])
+    totals = Counter()
+    silent: List[str] = []
+    for rel, text in before.items():
+        with open(os.path.join(work, rel), encoding="utf-8", errors="replace") as f:
+            after = Counter(kind for kind, _ in sites_of(f.read()))
+        left = Counter(after)
+        for kind, line in sites_of(text):
+            totals["sites"] += 1
+            if left[kind] > 0:
+                left[kind] -= 1
+                reported = open_lines.get(rel, set())
+                if line in reported or any(abs(line - r) <= 2 for r in reported):
+                    totals["reported"] += 1
+                else:
+                    totals["silent"] += 1
+                    silent.append(f"{rel}:{line}: {kind}")
+            else:
+                totals["migrated"] += 1
+    shutil.rmtree(work, ignore_errors=True)
+    return {"tree": tree, "exit": out.returncode, **totals, "silent_sites": silent}
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trees", nargs="+")
+    ap.add_argument("--json", help="write the rows to this file")
+    args = ap.parse_args(argv)
+    rows = [measure(t) for t in args.trees]
+    total = Counter()
+    print(f"{'tree':50} {'sites':>6} {'migr.':>6} {'share':>6} {'rep.':>5} {'silent':>6}")
+    for r in rows:
+        for k in ("sites", "migrated", "reported", "silent"):
+            total[k] += r.get(k, 0)
+        share = r.get("migrated", 0) / r["sites"] if r.get("sites") else 1.0
+        print(f"{os.path.basename(r['tree'].rstrip('/')):50} {r.get('sites', 0):6} {r.get('migrated', 0):6} "
+              f"{share:6.0%} {r.get('reported', 0):5} {r.get('silent', 0):6}")
+        for s in r["silent_sites"][:10]:
+            print("    silent:", s)
+    if total["sites"]:
+        print(f"{'total':50} {total['sites']:6} {total['migrated']:6} {total['migrated'] / total['sites']:6.0%} "
+              f"{total['reported']:5} {total['silent']:6}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
