@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
+from .libcst_private import is_removable
 from .walk import SEQUENCE, Transformer, Visitor, field_names, value_kind
 
 StmtList = List[cst.BaseStatement]
@@ -188,7 +189,7 @@ class _Apply:
     def rebuild(self, node: cst.CSTNode) -> Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]:
         """What libcst's `node.visit(self)` gives for a node of `needed`, visiting only the nodes of
         `needed` below it (the ids of the planned nodes and their ancestors): the rest stay the very
-        nodes they were, so a later index of the new tree copies their entries from the old one.
+        nodes they were.
 
         As libcst's visit (libcst/_nodes/internal.py), minus its calls on every other child: children
         first; in a sequence a removed child goes and a flattened one is spliced in, and in a body
@@ -220,7 +221,7 @@ class _Apply:
                     if isinstance(new, cst.RemovalSentinel):
                         continue
                     for one in (new.nodes if isinstance(new, cst.FlattenSentinel) else (new,)):
-                        if body and one._is_removable() and not child._is_removable():
+                        if body and is_removable(one) and not is_removable(child):
                             continue
                         items.append(one)
                 if changed:

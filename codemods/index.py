@@ -8,8 +8,9 @@ token span of every node), which gives the module's text, the parent map and the
 one pass at a fraction of that cost. `ModuleIndex.of(module)` builds it once per tree object and
 every codemod that sees the same tree reuses it.
 
-The codegen hooks are libcst internals; when they are missing (another libcst), the index falls
-back to a visitor walk and PositionProvider, with the same results.
+The codegen hooks are libcst internals (`codemods.libcst_private`); on the public route (another
+libcst, or `APEX2AMP_PUBLIC_LIBCST=1`) the index is built by a visitor walk and PositionProvider,
+with the same results.
 """
 from __future__ import annotations
 
@@ -17,22 +18,16 @@ import bisect
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
-from itertools import accumulate, repeat
-from operator import add, attrgetter, sub
+from itertools import accumulate
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
 
-from . import fast_codegen
+from . import libcst_private
 from .walk import Visitor
 
-fast_codegen.install()  # every index is a code generation: its parentheses without a generator each
-
-try:
-    from libcst._nodes.internal import CodegenState as _CodegenState
-except ImportError:  # pragma: no cover - a libcst without the private codegen state
-    _CodegenState = None  # type: ignore[assignment,misc]
+_CodegenState = libcst_private.CodegenState
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 
@@ -42,40 +37,26 @@ _KINDS = {
     cst.With: "withs", cst.Decorator: "decorators", cst.If: "ifs", cst.Try: "tries",
     cst.SimpleString: "strings", cst.Import: "imports", cst.ImportFrom: "imports", cst.Attribute: "attributes",
 }
-_KIND_LISTS = tuple(dict.fromkeys(_KINDS.values()))
-_NAMES, _ATTRIBUTES = _KIND_LISTS.index("names"), _KIND_LISTS.index("attributes")
-_VALUE = attrgetter("value")
-_ATTR_VALUE = attrgetter("attr.value")
 
 
 class Positions(Mapping):
     """node -> CodeRange, the same ranges libcst's PositionProvider gives, computed on lookup.
 
     Spans are kept as token indices; a lookup turns them into lines and columns with a prefix sum
-    of the token lengths and a bisect over the newline offsets of the text. Spans of statements
-    copied from an earlier tree's index are read from that index, shifted (`borrowed`).
+    of the token lengths and a bisect over the newline offsets of the text.
     """
 
-    def __init__(self, spans: Dict[int, Tuple[int, int]], nodes: Dict[int, cst.CSTNode], tokens: List[str],
-                 borrowed: Optional[Dict[int, Tuple["Positions", int]]] = None):
+    def __init__(self, spans: Dict[int, Tuple[int, int]], nodes: Dict[int, cst.CSTNode], tokens: List[str]):
         self._spans = spans
         self._nodes = nodes
         self._tokens = tokens
-        self._borrowed = borrowed if borrowed is not None else {}
         self._offsets: Optional[List[int]] = None
         self._line_ends: List[int] = []
         self._cache: Dict[int, CodeRange] = {}
 
     def span(self, key: int) -> Optional[Tuple[int, int]]:
         """The token span of the node with this id, if it is in the tree."""
-        span = self._spans.get(key)
-        if span is None:
-            lent = self._borrowed.get(key)
-            if lent is not None:
-                inner = lent[0].span(key)
-                if inner is not None:
-                    return inner[0] + lent[1], inner[1] + lent[1]
-        return span
+        return self._spans.get(key)
 
     def _position(self, token_index: int) -> CodePosition:
         if self._offsets is None:
@@ -146,7 +127,7 @@ class ModuleIndex:
     _cache: "OrderedDict[int, ModuleIndex]" = OrderedDict()  # id(module) -> index (which holds the module)
     _CACHE_SIZE = 8
 
-    def __init__(self, module: cst.Module, *, use_codegen: bool = True, base: Optional["ModuleIndex"] = None):
+    def __init__(self, module: cst.Module, *, use_codegen: bool = True):
         self.module = module
         self.nodes: List[cst.CSTNode] = []  # every node, in source (pre-)order
         self.parents: Dict[int, cst.CSTNode] = {}
@@ -164,28 +145,17 @@ class ModuleIndex:
         self.strings: List[cst.SimpleString] = []
         self.imports: List[cst.CSTNode] = []  # Import and ImportFrom nodes, anywhere
         self.attributes: List[cst.Attribute] = []
-        self._kind_lists = tuple(getattr(self, kind) for kind in _KIND_LISTS)
         self.tables: Dict[str, object] = {}  # ImportTable per module name (see names.ImportTable.of)
         self.code: str
         self.positions: Mapping
-        # statements of a body (Module's or IndentedBlock's), for a later tree's index to copy
-        # (`base`): id -> _Statement, and their ids and first node positions in source order
-        self.statements: Dict[int, _Statement] = {}
-        self.statement_keys: List[int] = []
-        self.statement_starts: List[int] = []
         if use_codegen and _IndexingState is not None:
-            skeleton = _skeleton(module, base) if base is not None else None
-            if skeleton is not None:
-                state: _IndexingState = _SplicingState(self, base, skeleton[1])  # type: ignore[arg-type]
-                skeleton[0]._codegen(state)
-            else:
-                state = _IndexingState(self)
-                module._codegen(state)
+            state = _IndexingState(self)
+            libcst_private.generate(module, state)
             tokens = state.tokens
             self.code = "".join(tokens)
             if state.popped is not None:
                 tokens = tokens + [state.popped]
-            self.positions = Positions(state.spans, state.nodes, tokens, state.borrowed)
+            self.positions = Positions(state.spans, state.nodes, tokens)
         else:
             _IndexingVisitor(self).walk(module)
             self.code = module.code
@@ -193,12 +163,11 @@ class ModuleIndex:
 
     @classmethod
     def of(cls, module: cst.Module, base: Optional[cst.Module] = None) -> "ModuleIndex":
-        """The index of `module`, built on first use. `base`: a tree `module` was derived from (a
-        codemod's input); the statements the two share are copied from its index, when it has one,
-        instead of generated again."""
+        """The index of `module`, built on first use. `base` (the tree `module` was derived from) is
+        accepted for the callers that still pass it and not used."""
         idx = cls.cached(module)
         if idx is None:
-            idx = cls(module, base=cls.cached(base) if base is not None else None)
+            idx = cls(module)
         cls.remember(idx)
         return idx
 
@@ -240,10 +209,6 @@ class ModuleIndex:
                 self.name_values.add(node.value)  # type: ignore[attr-defined]
             elif t is cst.Attribute:
                 self.attr_values.add(node.attr.value)  # type: ignore[attr-defined]
-
-    def kind_lengths(self) -> Tuple[int, ...]:
-        """The lengths of the per-kind lists, in `_KIND_LISTS` order."""
-        return tuple(map(len, self._kind_lists))
 
     # -- queries -------------------------------------------------------------------------------
     @property
@@ -410,7 +375,6 @@ if _CodegenState is not None:
             self.starts: List[int] = []
             self.popped: Optional[str] = None
             self.kind_lists = {t: getattr(index, kind) for t, kind in _KINDS.items()}
-            self.borrowed: Dict[int, Tuple[Positions, int]] = {}
             self.span_of = self.spans.__getitem__
 
         def before_codegen(self, node: cst.CSTNode) -> None:
@@ -420,18 +384,9 @@ if _CodegenState is not None:
             stack = self.stack
             parent = stack[-1]
             index = self.index
-            nodes = index.nodes
             t = type(node)
-            tp = type(parent)
-            if (tp is cst.IndentedBlock or tp is cst.Module) and t not in _NOT_STATEMENTS:
-                # a body statement: its start goes on the stack with what a later index needs to copy it
-                index.statement_keys.append(id(node))
-                index.statement_starts.append(len(nodes))
-                self.starts.append((len(self.tokens), len(nodes), tuple(self.indent_tokens),  # type: ignore[arg-type]
-                                    index.kind_lengths()))
-            else:
-                self.starts.append(len(self.tokens))
-            nodes.append(node)
+            self.starts.append(len(self.tokens))
+            index.nodes.append(node)
             if parent is not None:
                 index.parents[id(node)] = parent
             kind = self.kind_lists.get(t)
@@ -450,17 +405,10 @@ if _CodegenState is not None:
             start = self.starts.pop()
             key = id(node)
             spans = self.spans
-            opened = None
-            if type(start) is tuple:
-                opened, start = start, start[0]
             if key not in spans:
                 # the module's own span ends after the newline it popped, as PositionProvider's does
                 spans[key] = (start, len(self.tokens) if self.popped is None else len(self.tokens) + 1)
                 self.nodes[key] = node
-            if opened is not None:
-                index = self.index
-                index.statements[key] = (node, start, len(self.tokens), opened[1], len(index.nodes), opened[2],
-                                         opened[3], index.kind_lengths())
 
         def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
                                       end_node: Optional[cst.CSTNode] = None) -> Any:
@@ -476,164 +424,13 @@ if _CodegenState is not None:
             if self.tokens:
                 self.popped = self.tokens.pop()
 
-    fast_codegen.record_spans_directly(_IndexingState)  # `_Syntactic` records through set_span too
 else:  # pragma: no cover
     _IndexingState = None  # type: ignore[assignment,misc]
 
 
-# (node, first token, end token, first node, end node, indentation, kind list lengths before, after):
-# a body statement's whole range in its index's token list, node list and per-kind lists, and the
-# indentation it was generated under
-_Statement = Tuple[cst.CSTNode, int, int, int, int, Tuple[str, ...], Tuple[int, ...], Tuple[int, ...]]
-_NOT_STATEMENTS = frozenset({cst.EmptyLine, cst.TrailingWhitespace})
 # Left out of the index (its nodes, parents, kinds and positions): a leaf nothing asks about, and
 # two in five of a module's nodes
 _SKIPPED = cst.SimpleWhitespace
-_BODY_OWNERS = frozenset({cst.Module, cst.IndentedBlock})
-# nodes that hold statements below them: a changed one is copied with its bodies' shared statements
-# replaced by stand-ins
-_HOLDS_STATEMENTS = (cst.BaseCompoundStatement, cst.IndentedBlock, cst.Else, cst.Finally, cst.ExceptHandler,
-                     cst.ExceptStarHandler, cst.MatchCase)
-
-
-_HOLDS: Dict[type, bool] = {}
-
-
-def _holds_statements(t: type) -> bool:
-    """issubclass(t, _HOLDS_STATEMENTS), cached per type (abstract-class checks are slow)."""
-    holds = _HOLDS.get(t)
-    if holds is None:
-        holds = _HOLDS[t] = issubclass(t, _HOLDS_STATEMENTS)
-    return holds
-
-
-class _Splice:
-    """Stands in a body for a statement the base index generated: its tokens and index entries are
-    copied from there when the indentation matches, else it is generated as usual."""
-
-    __slots__ = ("node",)
-
-    def __init__(self, node: cst.CSTNode):
-        self.node = node
-
-    def _codegen(self, state: "_SplicingState", **kwargs: Any) -> None:
-        if kwargs or not state.splice(self.node):
-            self.node._codegen(state, **kwargs)
-
-
-def _skeleton(module: cst.Module, base: "ModuleIndex") -> Optional[Tuple[cst.Module, Dict[int, cst.CSTNode]]]:
-    """`module` with every body statement `base` generated replaced by a `_Splice`, and the map from
-    the copies made on the way back to `module`'s own nodes; None when nothing can be shared."""
-    if not base.statements or module.default_indent != base.module.default_indent \
-            or module.default_newline != base.module.default_newline:
-        return None
-    statements = base.statements
-    originals: Dict[int, cst.CSTNode] = {}
-
-    def shared(stmt: Any) -> bool:
-        known = statements.get(id(stmt))
-        return known is not None and known[0] is stmt
-
-    def copy(node: cst.CSTNode) -> cst.CSTNode:
-        changes: Dict[str, Any] = {}
-        if type(node) in _BODY_OWNERS:
-            body = [_Splice(b) if shared(b) else copy(b) if _holds_statements(type(b)) else b
-                    for b in node.body]
-            if any(a is not b for a, b in zip(body, node.body)):
-                changes["body"] = body
-        else:
-            for name in ("body", "orelse", "handlers", "finalbody", "cases"):
-                value = getattr(node, name, None)
-                if _holds_statements(type(value)):
-                    new = copy(value)
-                    if new is not value:
-                        changes[name] = new
-                elif isinstance(value, (list, tuple)) and value and _holds_statements(type(value[0])):
-                    items = [copy(v) for v in value]
-                    if any(a is not b for a, b in zip(items, value)):
-                        changes[name] = items
-        if not changes:
-            return node
-        out = node.with_changes(**changes)
-        originals[id(out)] = node
-        return out
-
-    skeleton = copy(module)
-    return (skeleton, originals) if skeleton is not module else None  # type: ignore[return-value]
-
-
-if _IndexingState is not None:
-    class _SplicingState(_IndexingState):  # type: ignore[misc,valid-type]
-        """Code generation of a skeleton (`_skeleton`) that indexes the real tree: copies stand for
-        their originals, and stand-ins copy the base index's tokens, nodes, parents and spans."""
-
-        def __init__(self, index: ModuleIndex, base: ModuleIndex, originals: Dict[int, cst.CSTNode]):
-            super().__init__(index)
-            self.base = base
-            self.originals = originals
-            self.base_tokens = base.positions._tokens  # type: ignore[attr-defined]
-            # spans generated here, or borrowed from the base: what the finished Positions will answer
-            self.span_of = Positions(self.spans, self.nodes, self.tokens, self.borrowed).span  # type: ignore[assignment]
-
-        def before_codegen(self, node: cst.CSTNode) -> None:
-            if type(node) is not _SKIPPED:
-                super().before_codegen(self.originals.get(id(node), node))
-
-        def after_codegen(self, node: cst.CSTNode) -> None:
-            if type(node) is not _SKIPPED:
-                super().after_codegen(self.originals.get(id(node), node))
-
-        def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
-                                      end_node: Optional[cst.CSTNode] = None) -> Any:
-            return _Syntactic(self, self._real(node), self._real(start_node), self._real(end_node))
-
-        def _real(self, node: Any) -> Any:
-            if type(node) is _Splice:
-                return node.node
-            return self.originals.get(id(node), node)
-
-        def splice(self, stmt: cst.CSTNode) -> bool:
-            """Copy `stmt` from the base index if it was generated under this same indentation: its
-            tokens, and its subtree's nodes, parents, kind lists and spans (read from the base's)."""
-            base = self.base
-            _, t0, t1, n0, n1, indent, kinds0, kinds1 = base.statements[id(stmt)]
-            if indent != tuple(self.indent_tokens):
-                return False
-            index = self.index
-            shift, nshift = len(self.tokens) - t0, len(index.nodes) - n0
-            self.tokens.extend(self.base_tokens[t0:t1])
-            here = index.kind_lengths()
-            subtree = base.nodes[n0:n1]
-            keys = list(map(id, subtree))
-            index.nodes.extend(subtree)
-            inner = keys[1:]
-            index.parents.update(zip(inner, map(base.parents.__getitem__, inner)))
-            parent = self.stack[-1]
-            if parent is not None:
-                index.parents[keys[0]] = parent
-            self.nodes.update(zip(keys, subtree))
-            self.borrowed.update(zip(keys, repeat((base.positions, shift))))
-            for kind, a, b in zip(_KIND_LISTS, kinds0, kinds1):
-                if b > a:
-                    getattr(index, kind).extend(getattr(base, kind)[a:b])
-            if kinds1[_NAMES] > kinds0[_NAMES]:
-                index.name_values.update(map(_VALUE, base.names[kinds0[_NAMES]:kinds1[_NAMES]]))
-            if kinds1[_ATTRIBUTES] > kinds0[_ATTRIBUTES]:
-                index.attr_values.update(map(_ATTR_VALUE, base.attributes[kinds0[_ATTRIBUTES]:kinds1[_ATTRIBUTES]]))
-            moved = tuple(map(sub, here, kinds0))
-            first = bisect.bisect_left(base.statement_starts, n0)
-            last = bisect.bisect_left(base.statement_starts, n1)
-            for key in base.statement_keys[first:last]:
-                n, a, b, m0, m1, ind, k0, k1 = base.statements[key]
-                index.statements[key] = (n, a + shift, b + shift, m0 + nshift, m1 + nshift, ind,
-                                         tuple(map(add, k0, moved)), tuple(map(add, k1, moved)))
-                index.statement_keys.append(key)
-                index.statement_starts.append(m0 + nshift)
-            return True
-
-
-else:  # pragma: no cover
-    _SplicingState = None  # type: ignore[assignment,misc]
 
 
 class _ParentMapping:
