@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from . import (accum_clip, amp_dead_modes, amp_engine_override, amp_losses, amp_private, amp_regions, amp_reinit,
-               amp_threading, apex_flag_state, backward_helpers, checkpoint_pairs, clip_reach, screens, templates,
+               amp_threading, apex_flag_state, backward_helpers, checkpoint_pairs, clip_reach, templates,
                unsafe_fixes)
 from . import amp_rules as R
 from .amp_modes import ModeSwitches
@@ -1868,7 +1868,7 @@ class ApexAmpToTorchAmp(Codemod):
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418")
-    PREFILTER = screens.AMP.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"apex", b"scaler")
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import screens
 from .amp_object import report_amp_objects
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
@@ -44,10 +43,8 @@ class UnresolvedAmpApi(Codemod):
     NAME = "amp_unresolved"
     DESCRIPTION = "apex amp calls through names not imported from apex (findings only)"
     CODES = (UNRESOLVED.code, "A2A171")
-    PREFILTER = screens.AMP_UNRESOLVED.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"scale_loss", b"master_params", b"opt_level")
     REPORTS_ONLY = True
-
-    wants = staticmethod(screens.AMP_UNRESOLVED.wants)  # the call shape itself
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -1,4 +1,4 @@
-"""Names of apex's compiled extension modules, importable without libcst (the byte screens read them)."""
+"""Names of apex's compiled extension modules, shared by the imports codemod and its TOKENS."""
 from __future__ import annotations
 
 # apex's compiled extension modules (csrc/ and contrib/csrc/ of NVIDIA apex), importable only with apex;

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import screens, try_imports
+from . import try_imports
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .device_guards import guarded_by_own_value
@@ -366,7 +366,7 @@ class ApexParallelToTorchDDP(Codemod):
     DESCRIPTION = "apex.parallel DistributedDataParallel / SyncBatchNorm -> torch.nn.parallel / torch.nn.SyncBatchNorm"
     CODES = ("A2A201", "A2A202", "A2A203", "A2A210", "A2A211", "A2A212", "A2A213", "A2A220", "A2A221",
              "A2A222", "A2A223")
-    PREFILTER = screens.APEX_PARALLEL.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"apex",)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -83,8 +83,9 @@ class FileContext:
 class Codemod:
     """Base class of one migration concern.
 
-    Subclasses set NAME, DESCRIPTION, CODES (rule codes they may emit) and PREFILTER (byte strings of
-    which at least one must occur in a file for the codemod to run) and implement `transform`.
+    Subclasses set NAME, DESCRIPTION, CODES (rule codes they may emit) and TOKENS (byte strings of
+    which at least one occurs in every file the codemod can change or report on: the engine skips the
+    codemod on a file without any, `migrate/prefilter.py`) and implement `transform`.
     A codemod with PUBLISHES_FACTS records, while it transforms, the repo facts other files need in
     `ctx.exported`: the engine then runs it in pass 1.
     """
@@ -92,7 +93,7 @@ class Codemod:
     NAME = "base"
     DESCRIPTION = ""
     CODES: Tuple[str, ...] = ()
-    PREFILTER: Tuple[bytes, ...] = ()
+    TOKENS: Tuple[bytes, ...] = ()
     REPORTS_ONLY = False  # True: transform always returns its module (the safety gate skips it)
     # When a file holds none of REGION_BLOCKERS, the codemod reads only the statements that hold one of
     # REGION_TOKENS (top-level ones; in a long function or class, its header and such body statements),

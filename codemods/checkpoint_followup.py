@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from . import screens
 from .amp_rules import OLD_CHECKPOINT
 from .base import Codemod, FileContext
 from .index import ModuleIndex
@@ -29,10 +28,8 @@ class ApexCheckpointFollowUp(Codemod):
     NAME = "checkpoint_followup"
     DESCRIPTION = "GradScaler restored from the `amp` key old apex checkpoints fill (findings only)"
     CODES = (OLD_CHECKPOINT.code,)
-    PREFILTER = screens.CHECKPOINT_FOLLOWUP.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"load_state_dict",)
     REPORTS_ONLY = True
-
-    wants = staticmethod(screens.CHECKPOINT_FOLLOWUP.wants)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

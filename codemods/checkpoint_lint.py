@@ -20,7 +20,6 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from . import checkpoint_rules as C
-from . import screens
 from .base import Codemod, FileContext, RepoFacts, facts_key
 from .index import ModuleIndex, parent_mapping
 from .names import ImportTable, dotted_name, literal_string
@@ -43,11 +42,9 @@ class NativeCheckpointLint(Codemod):
     NAME = "checkpoint_lint"
     DESCRIPTION = "GradScaler state saved in checkpoints but never restored (findings only)"
     CODES = ("A2A704",)
-    PREFILTER = screens.CHECKPOINT_LINT.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"scaler", b"amp")
     REPORTS_ONLY = True
     PUBLISHES_FACTS = True  # the keys each module restores the scaler from
-
-    wants = staticmethod(screens.CHECKPOINT_LINT.wants)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

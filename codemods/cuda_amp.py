@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import screens, templates
+from . import templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
@@ -83,7 +83,7 @@ class DeprecatedCudaAmpToTorchAmp(Codemod):
     NAME = "cuda_amp"
     DESCRIPTION = "deprecated torch.cuda.amp names -> torch.amp"
     CODES = ("A2A150", "A2A151", "A2A152", "A2A153")
-    PREFILTER = screens.CUDA_AMP.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"cuda.amp", b"cpu.amp", b"torch.cuda import amp", b"torch.cpu import amp")
 
     def _allowed(self, member: str, ctx: FileContext) -> bool:
         if member == "autocast":

@@ -14,7 +14,6 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
-from . import screens
 from .base import Codemod, FileContext
 from .fsdp2_rules import CODES
 from .names import ImportTable, assigned_names, code_of, dotted_name, names_read
@@ -76,8 +75,7 @@ class FullyShardTarget(Codemod):
     NAME = "fsdp2"
     DESCRIPTION = "DDP + autocast -> FSDP2 fully_shard with a MixedPrecisionPolicy (--target fsdp2)"
     CODES = CODES
-    PREFILTER = screens.FSDP2.PREFILTER  # tokens and second stage: codemods/screens.py
-    wants = staticmethod(screens.FSDP2.wants)
+    TOKENS = (b"DistributedDataParallel", b"DDP", b"autocast", b"GradScaler", b"apex")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -15,7 +15,6 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 from libcst.metadata import ScopeProvider
 
-from . import screens
 from . import amp_rules as R
 from .base import INFO, Codemod, FileContext, facts_key
 from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
@@ -25,6 +24,7 @@ from .mode_rules import APEX_FLAG_LEFTOVER
 from .guards import FoldApexGuards, apex_flag_tries, apex_locals, imported_packages, imports_from_apex
 from .names import ImportTable, dotted_name, import_bound_names, names_read
 from .rule_owners import owner_deselected
+from .apex_extension_names import APEX_EXTENSIONS
 from .try_imports import extension_imports
 from .walk import Visitor, iter_nodes
 
@@ -65,7 +65,8 @@ class RemoveApexImports(Codemod):
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
     CODES = ("A2A110", "A2A118", "A2A123", "A2A132", "A2A172", "A2A175")
-    PREFILTER = screens.IMPORTS.PREFILTER  # tokens and second stage: codemods/screens.py
+    # apex, and apex's extensions (`import amp_C`, A2A172) in files that may not name apex
+    TOKENS = (b"apex",) + tuple(sorted(n.encode() for n in APEX_EXTENSIONS))
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

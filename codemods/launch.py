@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import launch_shapes, screens
+from . import launch_shapes
 from .apex_parallel import edit_args, enclosing, kwarg
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan
@@ -212,7 +212,7 @@ class SpawnToTorchrun(Codemod):
     DESCRIPTION = "mp.spawn and torch.distributed.launch entry points -> torchrun environment"
     CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409",
              "A2A412", "A2A413", "A2A420")
-    PREFILTER = screens.LAUNCH.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"spawn", b"local_rank", b"local-rank", b"start_processes")
     # a --local_rank argument is one statement's edit (plus `import os`): only the statements that spell
     # the flag are read (not every `args.local_rank`); spawns read the whole module
     REGION_TOKENS = (b"--local_rank", b"--local-rank")

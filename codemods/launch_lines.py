@@ -13,7 +13,6 @@ from typing import List, Optional
 
 import libcst as cst
 
-from . import screens
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
 
@@ -59,7 +58,7 @@ class LaunchCommandInCode(Codemod):
     NAME = "launch_lines"
     DESCRIPTION = "torch.distributed.launch commands built in Python code (findings only)"
     CODES = (IN_CODE.code,)
-    PREFILTER = screens.LAUNCH_LINES.PREFILTER  # tokens: codemods/screens.py
+    TOKENS = (b"torch.distributed.launch",)
     REPORTS_ONLY = True
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

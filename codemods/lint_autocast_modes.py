@@ -21,7 +21,6 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from . import screens
 from .amp_modes import _literal_bindings  # the same binding rules as the migration
 from .base import Codemod, FileContext
 from .bool_exprs import provably_bool, shown_non_bool
@@ -216,7 +215,7 @@ class AutocastModeLint(Codemod):
     NAME = "lint_autocast_modes"
     DESCRIPTION = "native AMP lints: enabled= not a bool, an apex mode without mixed precision (findings only)"
     CODES = (ENABLED_NOT_BOOL.code, APEX_MODE_NO_AMP.code)
-    PREFILTER = screens.LINT_AUTOCAST_MODES.PREFILTER  # tokens: codemods/screens.py
+    TOKENS = (b"autocast", b"GradScaler", b"apex")
     REPORTS_ONLY = True
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

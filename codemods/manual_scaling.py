@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from . import dynamic_scaler, manual_fp16, screens, templates
+from . import dynamic_scaler, manual_fp16, templates
 from .apex_modules import Resolver, ensure_torch
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
@@ -151,9 +151,7 @@ class ManualLossScalingToGradScaler(Codemod):
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
     CODES = ("A2A501", "A2A502", "A2A503", "A2A504", "A2A505", "A2A510", "A2A511", "A2A512") + manual_fp16.CODES + \
         dynamic_scaler.CODES
-    PREFILTER = screens.MANUAL_SCALING.PREFILTER  # tokens and second stage: codemods/screens.py
-
-    wants = staticmethod(screens.MANUAL_SCALING.wants)  # on the stdlib AST
+    TOKENS = (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -11,7 +11,6 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from .ast_walk import power_value
 from . import templates
 from .walk import Visitor, children
 
@@ -296,3 +295,17 @@ def parse_stmt(code: str) -> cst.BaseStatement:
 
 
 Position = Tuple[int, int]
+
+
+def power_value(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """`a ** b` of two literal numbers: inf when it overflows, None when undefined (0 ** -1, a complex
+    root) or when the exponent is out of reach (|b| >= 400)."""
+    if a is None or b is None or abs(b) >= 400:
+        return None
+    try:
+        v = a ** b
+    except OverflowError:
+        return float("inf")
+    except ZeroDivisionError:
+        return None
+    return v if isinstance(v, float) else None

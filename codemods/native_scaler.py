@@ -12,10 +12,9 @@ call every GradScaler backward makes.
 from __future__ import annotations
 
 import ast
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 from .base import RepoFacts, facts_key
-from .ast_walk import ast_nodes, parse_ast
 
 KEYWORD_ONLY = -1  # the slot of a keyword-only scaler parameter
 
@@ -33,7 +32,7 @@ def scaler_helpers(data: bytes) -> Tuple[Optional[str], Dict[str, int]]:
     if not may_have_helpers(data):
         return None, {}
     try:
-        tree = parse_ast(data)
+        tree = ast.parse(data)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None, {}
     name: Optional[str] = None
@@ -56,11 +55,27 @@ def _scaler_parameter(func: ast.AST) -> Optional[Tuple[str, int]]:
     slots.update({a.arg: KEYWORD_ONLY for a in args.kwonlyargs if "scaler" in a.arg})
     if not slots:
         return None
-    for node in ast_nodes(func):
+    for node in _nodes(func):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "scale" \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in slots:
             return node.func.value.id, slots[node.func.value.id]
     return None
+
+
+def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of `tree`, depth first, the last child first."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node._fields:
+            if name == "ctx":
+                continue
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend([v for v in value if isinstance(v, ast.AST)])
+            elif isinstance(value, ast.AST):
+                stack.append(value)
 
 
 def native_facts(data: bytes, path: str, module_name: str) -> RepoFacts:

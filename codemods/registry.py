@@ -1,4 +1,4 @@
-"""The ordered list of codemods a run applies (their screens, in the same order: `codemods.screens`).
+"""The ordered list of codemods a run applies.
 
 Order matters: API rewrites first, then launch changes, then apex import removal (which only drops
 imports the earlier rewrites left unused), then the lints of the migrated code (fp16 hazards, calls
@@ -7,12 +7,11 @@ last the opt-in `--target fsdp2` on the migrated code.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_followup, checkpoint_lint, cuda_amp,
                fsdp2, hazards, imports, launch, launch_lines, lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
-from .screens import PREFILTER  # the union of the codemods' tokens (and a few more), as a regex
 
 
 def all_codemods() -> List[Codemod]:
@@ -36,8 +35,10 @@ def all_codemods() -> List[Codemod]:
 
 
 CODEMODS: List[Codemod] = all_codemods()
+# every codemod's TOKENS, each once: a file holding none of them needs no codemod
+TOKENS: Tuple[bytes, ...] = tuple(dict.fromkeys(t for cm in CODEMODS for t in cm.TOKENS))
 
 
 def may_need_work(data: bytes) -> bool:
-    """True when some codemod might apply to a file with these bytes."""
-    return PREFILTER.search(data) is not None
+    """True when some codemod might apply to a file with these bytes (one of its TOKENS occurs)."""
+    return any(t in data for t in TOKENS)

@@ -14,7 +14,6 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import screens
 from .base import Codemod, FileContext, WARNING, facts_key, rule
 from .index import ModuleIndex
 from .names import ImportTable, dotted_name
@@ -181,10 +180,9 @@ class MissingScalerArgumentLint(Codemod):
     NAME = "scaler_calls"
     DESCRIPTION = "native AMP lint: calls that omit a required GradScaler parameter"
     CODES = (MISSING_SCALER.code,)
-    PREFILTER = screens.SCALER_CALLS.PREFILTER  # tokens and second stage: codemods/screens.py
+    TOKENS = (b"scaler", b"Scaler")
     REPORTS_ONLY = True
     PUBLISHES_FACTS = True  # each module's functions with a required scaler parameter
-    wants = staticmethod(screens.SCALER_CALLS.wants)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         mod = _Module(wrapper.module, ctx)

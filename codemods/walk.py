@@ -1,4 +1,4 @@
-"""Light read-only walks of a libcst subtree (the stdlib-ast ones live in `codemods.ast_walk`).
+"""Light read-only walks of a libcst subtree.
 
 A libcst visitor rebuilds every node it passes (`_visit_and_replace_children`), which makes even a
 read-only walk cost about as much as parsing the subtree. Questions such as "which names does this
