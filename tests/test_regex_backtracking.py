@@ -1,4 +1,4 @@
-"""Every regex the byte stages and codemods compile finishes quickly on adversarial input.
+"""Every regex the codemods and the engine compile finishes quickly on adversarial input.
 
 A pattern with two ways to match the same text (a `#...` comment that may stop anywhere, then the
 rest of its line as plain characters) backtracks exponentially when the match fails: on
@@ -14,7 +14,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-MODULES = ["codemods.manual_scaling", "codemods.hazards", "codemods.apex_bytes", "migrate.prefilter",
+MODULES = ["codemods.manual_scaling", "codemods.hazards", "migrate.apex_shadow", "migrate.prefilter",
            "codemods.registry", "codemods.launch", "codemods.amp_unresolved", "codemods.walk",
            "migrate.launch_scripts", "migrate.notebook", "codemods.amp", "codemods.imports",
            "codemods.apex_parallel", "codemods.cuda_amp", "codemods.guards", "codemods.names"]
