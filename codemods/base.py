@@ -85,7 +85,8 @@ class Codemod:
 
     Subclasses set NAME, DESCRIPTION, CODES (rule codes they may emit) and TOKENS (byte strings of
     which at least one occurs in every file the codemod can change or report on: the engine skips the
-    codemod on a file without any, `migrate/prefilter.py`) and implement `transform`.
+    codemod on a file without any, `migrate/prefilter.py`) and implement `transform`. WORDS are
+    tokens that count only as a whole word (`amp`, not the `amp` of `clamp` or `example`).
     A codemod with PUBLISHES_FACTS records, while it transforms, the repo facts other files need in
     `ctx.exported`: the engine then runs it in pass 1.
     """
@@ -94,6 +95,7 @@ class Codemod:
     DESCRIPTION = ""
     CODES: Tuple[str, ...] = ()
     TOKENS: Tuple[bytes, ...] = ()
+    WORDS: Tuple[bytes, ...] = ()
     REPORTS_ONLY = False  # True: transform always returns its module (the safety gate skips it)
     # When a file holds none of REGION_BLOCKERS, the codemod reads only the statements that hold one of
     # REGION_TOKENS (top-level ones; in a long function or class, its header and such body statements),

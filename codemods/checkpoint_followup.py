@@ -28,7 +28,7 @@ class ApexCheckpointFollowUp(Codemod):
     NAME = "checkpoint_followup"
     DESCRIPTION = "GradScaler restored from the `amp` key old apex checkpoints fill (findings only)"
     CODES = (OLD_CHECKPOINT.code,)
-    TOKENS = (b"load_state_dict",)
+    WORDS = (b"amp",)  # the key, a string literal
     REPORTS_ONLY = True
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

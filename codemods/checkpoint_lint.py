@@ -42,7 +42,8 @@ class NativeCheckpointLint(Codemod):
     NAME = "checkpoint_lint"
     DESCRIPTION = "GradScaler state saved in checkpoints but never restored (findings only)"
     CODES = ("A2A704",)
-    TOKENS = (b"scaler", b"amp")
+    TOKENS = (b"scaler",)  # a scaler saved or restored
+    WORDS = (b"amp",)  # apex amp (migrated in this run), or `amp` passed to a checkpoint helper
     REPORTS_ONLY = True
     PUBLISHES_FACTS = True  # the keys each module restores the scaler from
 

@@ -35,10 +35,25 @@ def all_codemods() -> List[Codemod]:
 
 
 CODEMODS: List[Codemod] = all_codemods()
-# every codemod's TOKENS, each once: a file holding none of them needs no codemod
+# every codemod's TOKENS and WORDS, each once: a file holding none of them needs no codemod
 TOKENS: Tuple[bytes, ...] = tuple(dict.fromkeys(t for cm in CODEMODS for t in cm.TOKENS))
+WORDS: Tuple[bytes, ...] = tuple(dict.fromkeys(w for cm in CODEMODS for w in cm.WORDS if w not in TOKENS))
 
 
 def may_need_work(data: bytes) -> bool:
-    """True when some codemod might apply to a file with these bytes (one of its TOKENS occurs)."""
-    return any(t in data for t in TOKENS)
+    """True when some codemod might apply to a file with these bytes (one of its TOKENS or WORDS occurs)."""
+    return any(t in data for t in TOKENS) or any(has_word(data, w) for w in WORDS)
+
+
+_WORD_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def has_word(data: bytes, word: bytes) -> bool:
+    """Whether `word` occurs in `data` with no letter, digit or underscore right before or after it."""
+    i = data.find(word)
+    while i >= 0:
+        j = i + len(word)
+        if (i == 0 or data[i - 1] not in _WORD_CHARS) and (j == len(data) or data[j] not in _WORD_CHARS):
+            return True
+        i = data.find(word, i + 1)
+    return False

@@ -1,13 +1,14 @@
 """Which codemods a file needs, decided from its bytes before anything is parsed.
 
 Each codemod declares TOKENS beside its code (`codemods.base.Codemod`): byte strings of which one
-occurs in every file it can change or report on. A codemod runs on a file that holds one of its
-tokens; a fact-publishing codemod also runs on a file that may call a function that another file's
-pass 1 published (`mentions_fact`). Each distinct token is searched for once per file (`Present`).
+occurs in every file it can change or report on, and WORDS, tokens that count only as a whole word.
+A codemod runs on a file that holds one of its tokens or words; a fact-publishing codemod also runs
+on a file that may call a function that another file's pass 1 published (`mentions_fact`). Each
+distinct token and word is searched for once per file (`Present`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from codemods.records import RepoFacts
 
@@ -16,14 +17,15 @@ if TYPE_CHECKING:
 
 
 class Present:
-    """Which byte strings occur in one file's bytes, each searched for once (`apex` alone is a token
-    of several codemods)."""
+    """Which tokens and words occur in one file's bytes, each searched for once (`apex` alone is a
+    token of several codemods)."""
 
-    __slots__ = ("data", "seen")
+    __slots__ = ("data", "seen", "words")
 
     def __init__(self, data: bytes):
         self.data = data
         self.seen: Dict[bytes, bool] = {}
+        self.words: Dict[bytes, bool] = {}
 
     def __call__(self, token: bytes) -> bool:
         hit = self.seen.get(token)
@@ -31,16 +33,27 @@ class Present:
             hit = self.seen[token] = token in self.data
         return hit
 
+    def word(self, word: bytes) -> bool:
+        hit = self.words.get(word)
+        if hit is None:
+            hit = self.words[word] = _registry().has_word(self.data, word)
+        return hit
 
-def _all_tokens() -> Tuple[bytes, ...]:
+    def any_of(self, cm: "Codemod") -> bool:
+        """Whether one of `cm`'s TOKENS or WORDS occurs."""
+        return any(self(token) for token in cm.TOKENS) or any(self.word(w) for w in cm.WORDS)
+
+
+def _registry() -> Any:
     from codemods import registry  # imported on first use: a re-run answered from the cache needs no codemod
-    return registry.TOKENS
+    return registry
 
 
 def coarse(data: bytes, present: Optional[Present] = None) -> bool:
-    """Whether some codemod's token occurs in `data` (`codemods.registry.may_need_work`)."""
+    """Whether some codemod's token or word occurs in `data` (`codemods.registry.may_need_work`)."""
     has = present or Present(data)
-    return any(has(token) for token in _all_tokens())
+    registry = _registry()
+    return any(has(token) for token in registry.TOKENS) or any(has.word(w) for w in registry.WORDS)
 
 
 def holds_a_screen_token(data: bytes) -> bool:
@@ -76,8 +89,7 @@ def codemod_wanted(cm: "Codemod", data: bytes, module_name: str = "",
                    facts: Optional[RepoFacts] = None, present: Optional[Present] = None) -> bool:
     """Whether `cm` may rewrite or report anything in a file with these bytes: one of its TOKENS
     occurs, or it publishes facts and the file may call a function they name."""
-    has = present or Present(data)
-    if any(has(token) for token in cm.TOKENS):
+    if (present or Present(data)).any_of(cm):
         return True
     return publishes_facts(cm) and mentions_fact(data, facts, module_name)
 
@@ -123,7 +135,7 @@ def candidate(data: bytes, codemods: Sequence["Codemod"], select: Callable[[str]
     the token searches made so far, for `codemods_for` to reuse."""
     present = Present(data)
     for cm in selected(codemods, select):
-        if any(present(token) for token in cm.TOKENS):
+        if present.any_of(cm):
             return present
     return None
 
