@@ -463,7 +463,7 @@ class ApexModulesToTorch(Codemod):
     DESCRIPTION = "apex.optimizers, apex.normalization, apex.contrib and apex.fp16_utils helpers -> torch equivalents"
     CODES = ("A2A301", "A2A302", "A2A303", "A2A304", "A2A305", "A2A310", "A2A311", "A2A312", "A2A313",
              "A2A320", "A2A321", "A2A322", "A2A323", "A2A324")
-    TOKENS = (b"apex",)
+    WORDS = (b"apex",)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -366,7 +366,7 @@ class ApexParallelToTorchDDP(Codemod):
     DESCRIPTION = "apex.parallel DistributedDataParallel / SyncBatchNorm -> torch.nn.parallel / torch.nn.SyncBatchNorm"
     CODES = ("A2A201", "A2A202", "A2A203", "A2A210", "A2A211", "A2A212", "A2A213", "A2A220", "A2A221",
              "A2A222", "A2A223")
-    TOKENS = (b"apex",)
+    WORDS = (b"apex",)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -75,8 +75,8 @@ class FullyShardTarget(Codemod):
     NAME = "fsdp2"
     DESCRIPTION = "DDP + autocast -> FSDP2 fully_shard with a MixedPrecisionPolicy (--target fsdp2)"
     CODES = CODES
-    TOKENS = (b"DistributedDataParallel", b"autocast", b"GradScaler", b"apex")
-    WORDS = (b"DDP",)
+    TOKENS = (b"DistributedDataParallel", b"autocast", b"GradScaler")
+    WORDS = (b"DDP", b"apex")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

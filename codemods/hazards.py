@@ -124,7 +124,8 @@ class Fp16HazardLint(Codemod):
     NAME = "hazards"
     DESCRIPTION = "fp16 numerical hazards (findings only)"
     CODES = ("A2A601", "A2A602", "A2A603", "A2A604", "A2A605", "A2A606")
-    TOKENS = (b"autocast", b"GradScaler", b"apex", b".half()", b"float16", b"scale_loss")
+    TOKENS = (b"autocast", b"GradScaler", b".half()", b"float16", b"scale_loss")  # MIXED_PRECISION's
+    WORDS = (b"apex",)
     REPORTS_ONLY = True
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

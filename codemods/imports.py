@@ -65,8 +65,10 @@ class RemoveApexImports(Codemod):
     NAME = "imports"
     DESCRIPTION = "apex imports the migration left unused, with their guards"
     CODES = ("A2A110", "A2A118", "A2A123", "A2A132", "A2A172", "A2A175")
-    # apex, and apex's extensions (`import amp_C`, A2A172) in files that may not name apex
-    TOKENS = (b"apex",) + tuple(sorted(n.encode() for n in APEX_EXTENSIONS))
+    # apex's extensions (`import amp_C`, A2A172), in files that may not name apex
+    TOKENS = tuple(sorted(n.encode() for n in APEX_EXTENSIONS))
+    # an import of apex, or an install check's message ("Please install NVIDIA Apex")
+    WORDS = (b"apex", b"Apex", b"APEX")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

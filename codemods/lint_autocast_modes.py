@@ -215,7 +215,8 @@ class AutocastModeLint(Codemod):
     NAME = "lint_autocast_modes"
     DESCRIPTION = "native AMP lints: enabled= not a bool, an apex mode without mixed precision (findings only)"
     CODES = (ENABLED_NOT_BOOL.code, APEX_MODE_NO_AMP.code)
-    TOKENS = (b"autocast", b"GradScaler", b"apex")
+    TOKENS = (b"autocast", b"GradScaler")
+    WORDS = (b"apex",)  # apex code the run migrates gains autocast / GradScaler
     REPORTS_ONLY = True
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
