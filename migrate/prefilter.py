@@ -57,12 +57,12 @@ def coarse(data: bytes, present: Optional[Present] = None) -> bool:
 
 
 def holds_a_screen_token(data: bytes) -> bool:
-    """Whether some codemod's token occurs in `data`: a file without any is skipped under every selection."""
+    """The scout's first look (`migrate.scout`): `coarse`, under every selection."""
     return coarse(data)
 
 
 def wanted_by_some(data: bytes, module_name: str = "") -> bool:
-    """Before pass 1, under every selection: whether some codemod may want a Python file with these bytes."""
+    """The scout's second look (`migrate.scout`): `coarse`, under every selection."""
     return coarse(data)
 
 
@@ -166,12 +166,6 @@ def selected(codemods: Sequence["Codemod"], select: Callable[[str], bool]) -> Li
     out = [cm for cm in codemods if any(select(c) for c in cm.CODES)]
     _SELECTED[key] = (codemods, select, out)
     return out
-
-
-def needs_work(data: bytes, codemods: Sequence["Codemod"], select: Callable[[str], bool], *,
-               module_name: str = "", facts: Optional[RepoFacts] = None) -> bool:
-    """True when some selected codemod must see this file."""
-    return bool(codemods_for(data, codemods, select, module_name=module_name, facts=facts))
 
 
 def publishes_facts(cm: Codemod) -> bool:
