@@ -20,6 +20,7 @@ from codemods.base import RepoFacts
 from codemods.records import module_root
 
 from . import discovery
+from .name_search import NameSearch
 
 Calls = Dict[int, Dict[str, List[str]]]  # helper file -> facts key -> ["name path:line", ...]
 
@@ -28,30 +29,114 @@ def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], pat
                bytes_of: Callable[[int], Optional[bytes]], rewritten: Callable[[int], Optional[str]]) -> Calls:
     """The calls of the functions each file of `exporting` gave a scaler parameter in pass 1 that
     would still not pass it after the run: found in a caller's bytes, and still there in its text as
-    pass 2 would write it (`rewritten`: None when pass 2 leaves the file as it is)."""
-    out: Calls = {}
+    pass 2 would write it (`rewritten`: None when pass 2 leaves the file as it is).
+
+    Each file is read and parsed once, and matched only against the helpers its imports may reach
+    (`Exporters.reached`), so the cost grows with the files and the helpers, not their product."""
+    exporters = Exporters()
     for i, published in exporting.items():
         for key, names in published.scaler_functions.items():
-            if not names:
+            if names:
+                exporters.add(i, key, names, path_of(i), published.scaler_params.get(key, "scaler"))
+    hits: Dict[int, List[str]] = {}
+    for j in python_files:
+        data = bytes_of(j)
+        if not data:
+            continue
+        present = exporters.search.present(data)
+        if not present:
+            continue
+        tree = _parse(data)
+        if tree is None:
+            continue
+        importer = ImportResolver(path_of(j))
+        after: Optional[ast.AST] = None
+        for e in exporters.reached(tree, importer, with_names=False):
+            i, key, names, module, param = exporters.entries[e]
+            if i == j or not any(n.encode() in present for n in names):
                 continue
-            module = key.rpartition("::")[2].rpartition(".")[2]
-            param = published.scaler_params.get(key, "scaler")
-            hits: List[str] = []
-            for j in python_files:
-                data = bytes_of(j) if j != i else None
-                if not data or not any(n.encode() in data for n in names):
-                    continue
-                resolver = ImportResolver(path_of(j), path_of(i))
-                if not _calls_without(data, module, names, param, resolver):
-                    continue
+            resolver = importer.toward(path_of(i))
+            if not _calls_in(tree, module, names, param, resolver):
+                continue
+            if after is None:
                 text = rewritten(j)
-                lines = _calls_without(data if text is None else text.encode("utf-8"), module, names, param,
-                                       resolver)
-                where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
-                hits.extend(f"{name} {where}:{line}" for name, line in lines)
-            if hits:
-                out.setdefault(i, {})[key] = hits
+                after = tree if text is None else (_parse(text.encode("utf-8")) or ast.Module(body=[], type_ignores=[]))
+            lines = _calls_in(after, module, names, param, resolver)
+            where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+            hits.setdefault(e, []).extend(f"{name} {where}:{line}" for name, line in lines)
+    out: Calls = {}
+    for e, (i, key, _, _, _) in enumerate(exporters.entries):
+        if hits.get(e):
+            out.setdefault(i, {})[key] = hits[e]
     return out
+
+
+class Exporters:
+    """The functions files of the run export (file, facts key, names), found from a file's imports:
+    by the last name of their module and, where an import resolves to files, by those files."""
+
+    def __init__(self) -> None:
+        self.entries: List[Tuple[int, str, Sequence[str], str, str]] = []  # (file, key, names, module, param)
+        self._by_module: Dict[str, List[int]] = {}
+        self._by_target: Dict[Tuple[str, str], List[int]] = {}
+        self._by_name: Dict[str, List[int]] = {}
+        self._names: Set[bytes] = set()
+        self._search: Optional[NameSearch] = None
+
+    def add(self, i: int, key: str, names: Sequence[str], path: str, param: str = "") -> None:
+        e = len(self.entries)
+        module = key.rpartition("::")[2].rpartition(".")[2]
+        self.entries.append((i, key, names, module, param))
+        self._by_module.setdefault(module, []).append(e)
+        self._by_target.setdefault((module, os.path.abspath(path)), []).append(e)
+        for n in dict.fromkeys(names):
+            self._by_name.setdefault(n, []).append(e)
+            self._names.add(n.encode())
+        self._search = None
+
+    @property
+    def search(self) -> NameSearch:
+        """Finds which of the exported names a file's bytes hold."""
+        if self._search is None:
+            self._search = NameSearch(self._names)
+        return self._search
+
+    def named(self, name: str) -> List[int]:
+        """The entries exporting a function of this name."""
+        return self._by_name.get(name, [])
+
+    def reached(self, tree: ast.AST, importer: "ImportResolver", with_names: bool) -> List[int]:
+        """The entries (in order) whose file an import of `tree` may name, as `ImportResolver.reaches`
+        says: `from M import ...` where M's last name is their module's, and, unless `with_names`
+        (only the form that binds function names), `from P import M` and `import P.M` too."""
+        found: Set[int] = set()
+
+        def add(module: str, spelled: str, level: int) -> None:
+            if module not in self._by_module:
+                return
+            files = importer.found(spelled, level)
+            if not files:  # found nowhere: any module of that last name (elsewhere on sys.path)
+                found.update(self._by_module[module])
+            for f in files:
+                found.update(self._by_target.get((module, f), ()))
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                spelled = node.module or ""
+                last = spelled.rpartition(".")[2]
+                if with_names:
+                    add(last, spelled, node.level)
+                    continue
+                for module in {last} | {a.name for a in node.names}:
+                    for a in node.names:  # the imports `_calls_in` lets through for this module
+                        if a.name == module:
+                            add(module, f"{node.module}.{a.name}" if node.module else a.name, node.level)
+                        else:
+                            add(module, spelled, node.level)
+            elif isinstance(node, ast.Import) and not with_names:
+                for alias in node.names:
+                    add(alias.name.rpartition(".")[2], alias.name, 0)
+        return sorted(found)
 
 
 class ImportResolver:
@@ -59,22 +144,43 @@ class ImportResolver:
     it names is that file where the importer's import root (or folder, for a relative import) holds
     it, and any module of the same last name where it holds none (found elsewhere on sys.path)."""
 
-    def __init__(self, importer: str, target: str) -> None:
+    def __init__(self, importer: str, target: str = "",
+                 lookups: Optional[Dict[Tuple[str, int], List[str]]] = None) -> None:
         self.importer = os.path.abspath(importer)
-        self.target = os.path.abspath(target)
+        self.target = os.path.abspath(target) if target else ""
         mod, _ = discovery.module_name_for(importer)
         self.root = module_root(importer, mod) or os.path.dirname(self.importer)
+        self._found: Dict[Tuple[str, int], List[str]] = {} if lookups is None else lookups
+
+    def toward(self, target: str) -> "ImportResolver":
+        """The same importer, asked about `target` (the files it has looked up are shared)."""
+        return ImportResolver(self.importer, target, self._found)
+
+    def found(self, module: str, level: int = 0) -> List[str]:
+        """The files (absolute paths) the import of `module` names from the importer, if any."""
+        hit = self._found.get((module, level))
+        if hit is None:
+            if level:
+                base = os.path.dirname(self.importer)
+                for _ in range(level - 1):
+                    base = os.path.dirname(base)
+            else:
+                base = self.root
+            stem = os.path.join(base, *module.split(".")) if module else base
+            hit = [os.path.abspath(c) for c in (stem + ".py", os.path.join(stem, "__init__.py")) if os.path.isfile(c)]
+            self._found[(module, level)] = hit
+        return hit
 
     def reaches(self, module: str, level: int = 0) -> bool:
-        if level:
-            base = os.path.dirname(self.importer)
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-        else:
-            base = self.root
-        stem = os.path.join(base, *module.split(".")) if module else base
-        found = [c for c in (stem + ".py", os.path.join(stem, "__init__.py")) if os.path.isfile(c)]
-        return not found or self.target in (os.path.abspath(c) for c in found)
+        found = self.found(module, level)
+        return not found or self.target in found
+
+
+def _parse(data: bytes) -> Optional[ast.AST]:
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _calls_without(data: bytes, module: str, names: Sequence[str], param: str,
@@ -82,10 +188,13 @@ def _calls_without(data: bytes, module: str, names: Sequence[str], param: str,
     """(name, line) of each call of one of `names`, imported from a module whose last name is `module`
     (by name, or as `mod.name(...)`) that `resolver` says may be the helper's file, that neither passes
     `param=` nor has `*args` / `**kwargs`."""
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return []
+    tree = _parse(data)
+    return [] if tree is None else _calls_in(tree, module, names, param, resolver)
+
+
+def _calls_in(tree: ast.AST, module: str, names: Sequence[str], param: str,
+              resolver: Optional[ImportResolver] = None) -> List[Tuple[str, int]]:
+    """`_calls_without` of a parsed file."""
     bound: Dict[str, str] = {}
     modules: Set[str] = set()
     for node in ast.walk(tree):

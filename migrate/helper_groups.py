@@ -9,18 +9,24 @@ again; it then keeps its amp code too (and publishes no scaler function), so not
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from codemods.backward_helpers import HELD, PREFIX
 from codemods.records import RepoFacts
 
+from .name_search import NameSearch
+
 KEPT_AMP = ("A2A117", "A2A118")
 
 
-def _calls(data: bytes, key: str, fn: str) -> bool:
-    """Whether `data` may call helper `fn` of module `key` (`root::pkg.mod`): `fn(` not after a dot, or
-    `mod.fn(`; a method of the same name (`scaled_loss.backward()`) is not a call of the helper."""
-    mod = key.rpartition("::")[2].rpartition(".")[2]
+def _module_of(key: str) -> str:
+    return key.rpartition("::")[2].rpartition(".")[2]
+
+
+def _calls(data: bytes, mod: str, fn: str) -> bool:
+    """Whether `data` may call helper `fn` of a module whose last name is `mod` (of its key
+    `root::pkg.mod`): `fn(` not after a dot, or `mod.fn(`; a method of the same name
+    (`scaled_loss.backward()`) is not a call of the helper."""
     name = re.escape(fn.encode())
     if re.search(rb"(?<![\w.])" + name + rb"\s*\(", data):
         return True
@@ -42,23 +48,37 @@ def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, 
     facts = RepoFacts()
     for i in indexed:
         facts.merge(pass_one[i][0])
-    held: Set[int] = set()
-    called: Set[int] = set()
+    # what a caller's bytes are matched on, (module last name, helper name), for the many helpers
+    # that share one (copies of a package), and the helper names to find in the bytes first
+    spellings: Dict[str, Set[Tuple[str, str]]] = {}
+    for h in helpers.values():
+        for key, fns in h.items():
+            for fn in fns:
+                spellings.setdefault(fn, set()).add((_module_of(key), fn))
+    search = NameSearch(fn.encode() for fn in spellings)
+    held_by: Set[Tuple[str, str]] = set()
+    called_by: Set[Tuple[str, str]] = set()
     for j in python:
         if j in helpers:
             continue
         data = bytes_of(j)
         if data is None:
             continue
-        names = {i for i, h in helpers.items() for key, fns in h.items() for fn in fns if _calls(data, key, fn)}
-        if not names:
+        matched = {s for fn in search.present(data) for s in spellings[fn.decode()] if _calls(data, *s)}
+        if not matched:
             continue
         fr = rewrite(j, facts)
         kept = fr is None or fr.error or any(f.code in KEPT_AMP and not f.fixed for f in fr.findings)
-        called |= names
+        called_by |= matched
         if kept:
-            held |= names
-    held |= set(helpers) - called
+            held_by |= matched
+
+    def among(spelled: Set[Tuple[str, str]]) -> Set[int]:
+        return {i for i, h in helpers.items() if any((_module_of(key), fn) in spelled for key, fns in h.items()
+                                                      for fn in fns)}
+
+    held = among(held_by)
+    held |= set(helpers) - among(called_by)
     for i in held:
         told = RepoFacts()
         for key in helpers[i]:

@@ -13,17 +13,59 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from codemods.base import RepoFacts
 
-from .held_callers import ImportResolver
+from .held_callers import Exporters, ImportResolver
 
 
 def foreign_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
                  bytes_of: Callable[[int], Optional[bytes]]) -> Dict[int, Dict[str, List[str]]]:
     """File index -> {facts key: the method names it published that another of `python_files` spells
-    as `.name`}, for the files whose published `scaler_methods` some other file references."""
+    as `.name`}, for the files whose published `scaler_methods` some other file references.
+
+    Each file is read once: where its `.word` spellings first occur (the first two files each word
+    occurs in suffice, one of them is not the publisher's), and each key looks its names up there."""
+    lists = [names for facts in published.values() for names in facts.scaler_methods.values()]
+    wanted: Set[str] = {n for names in lists for n in names}
+    if not all(lists) or not all(_IDENTIFIER.match(n) for n in wanted):
+        return _foreign_refs_by_key(published, python_files, bytes_of)
+    if not wanted:
+        return {}
+    first: Dict[str, List[Tuple[int, int, int]]] = {}  # word -> [(order, position, file)] in two files
+    for order, j in enumerate(python_files):
+        data = bytes_of(j) or b""
+        if b"." not in data:
+            continue
+        for m in _DOT_WORD.finditer(data):
+            word = m.group(1).decode()
+            if word not in wanted:
+                continue
+            seen = first.setdefault(word, [])
+            if len(seen) < 2 and all(f != j for _, _, f in seen):
+                seen.append((order, m.start(), j))
+    out: Dict[int, Dict[str, List[str]]] = {}
+    for i, facts in published.items():
+        for key, names in facts.scaler_methods.items():
+            at = []
+            for name in dict.fromkeys(names):
+                where = next(((o, p) for o, p, j in first.get(name, ()) if j != i), None)
+                if where is not None:
+                    at.append((where, name))
+            if at:
+                out.setdefault(i, {})[key] = [name for _, name in sorted(at)]
+    return out
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# `.name` as `re.escape(name)` + `\b` after `\.\s*` finds it: the whole ASCII word after the dot
+_DOT_WORD = re.compile(rb"\.\s*([A-Za-z0-9_]+)")
+
+
+def _foreign_refs_by_key(published: Dict[int, RepoFacts], python_files: Sequence[int],
+                         bytes_of: Callable[[int], Optional[bytes]]) -> Dict[int, Dict[str, List[str]]]:
+    """`foreign_refs` for names that are not ASCII identifiers (or none): every file searched once per key."""
     out: Dict[int, Dict[str, List[str]]] = {}
     for i, facts in published.items():
         for key, names in facts.scaler_methods.items():
@@ -49,32 +91,49 @@ def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[i
     `scaler_functions` that another of `python_files` uses as a value}: imported by name from a module
     of that last name and read other than as a call's callee (`Engine(train_step)`, `partial(train_step,
     ...)`, `callbacks=[train_step]`, `registry["x"] = train_step`), or `.train_step` read so on any
-    receiver but `self` / `cls`. Such a function keeps its signature (RepoFacts.foreign_value_refs)."""
-    out: Dict[int, Dict[str, List[str]]] = {}
+    receiver but `self` / `cls`. Such a function keeps its signature (RepoFacts.foreign_value_refs).
+
+    Each file is read and parsed once, and looked at only for the functions it may import (by
+    `from M import`, `held_callers.Exporters`) or reads as `.name` values."""
+    exporters = Exporters()
     for i, facts in published.items():
         for key, names in facts.scaler_functions.items():
-            module = key.rpartition("::")[2].rpartition(".")[2]
-            hits: List[str] = []
-            for j in python_files:
-                if j == i:
-                    continue
-                data = bytes_of(j)
-                if not data or not any(n.encode() in data for n in names):
-                    continue
-                where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
-                for name, line in _value_uses(data, module, names, ImportResolver(path_of(j), path_of(i))):
-                    hits.append(f"{name} {where}:{line}")
-            if hits:
-                out.setdefault(i, {})[key] = hits
+            exporters.add(i, key, names, path_of(i))
+    hits: Dict[int, List[str]] = {}
+    for j in python_files:
+        data = bytes_of(j)
+        if not data:
+            continue
+        present = exporters.search.present(data)
+        if not present:
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        importer = ImportResolver(path_of(j))
+        reached = set(exporters.reached(tree, importer, with_names=True))
+        callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and id(node) not in callees \
+                    and not _own_attribute(node):
+                reached.update(exporters.named(node.attr))
+        for e in sorted(reached):
+            i, key, names, module, _ = exporters.entries[e]
+            if i == j or not any(n.encode() in present for n in names):
+                continue
+            where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+            for name, line in _value_uses(tree, module, names, importer.toward(path_of(i))):
+                hits.setdefault(e, []).append(f"{name} {where}:{line}")
+    out: Dict[int, Dict[str, List[str]]] = {}
+    for e, (i, key, _, _, _) in enumerate(exporters.entries):
+        if hits.get(e):
+            out.setdefault(i, {})[key] = hits[e]
     return out
 
 
-def _value_uses(data: bytes, module: str, names: Sequence[str], resolver: "ImportResolver") -> List[Tuple[str, int]]:
+def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "ImportResolver") -> List[Tuple[str, int]]:
     """(name, line) of each read of one of `names` (functions of `module`) that is not a call's callee."""
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return []
     bound: Dict[str, str] = {}  # local name -> function name
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").rpartition(".")[2] == module and \
