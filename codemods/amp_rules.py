@@ -603,7 +603,7 @@ class ApexEngine(Engine):
 CLIP_AT_BOUNDARY = rule(
     "A2A145", "clip-moved-to-accumulation-boundary",
     "unsafe fix: a clip on every micro-batch moves to the accumulation boundary, after `scaler.unscale_(opt)`",
-    fixes=True, severity=WARNING,
+    fixes=True, severity=WARNING, unsafe=True,
     why="""
 apex unscaled the gradients on every `scale_loss` exit, so a clip after each micro-batch's backward saw
 unscaled, partially accumulated gradients and clipped each partial sum. `GradScaler.unscale_(opt)` may

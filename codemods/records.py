@@ -29,17 +29,18 @@ class Rule:
     why: str
     before: str = ""
     after: str = ""
+    unsafe: bool = False  # a fix that changes numerics: applied only with --unsafe-fixes
 
 
 RULES: Dict[str, Rule] = {}
 
 
 def rule(code: str, name: str, summary: str, *, fixes: bool, severity: str, why: str,
-         before: str = "", after: str = "") -> Rule:
+         before: str = "", after: str = "", unsafe: bool = False) -> Rule:
     """Register a rule (codes are unique and stable) and return it."""
     if code in RULES and RULES[code].name != name:
         raise ValueError(f"duplicate rule code {code}")
-    r = Rule(code, name, summary, fixes, severity, why.strip(), before.strip("\n"), after.strip("\n"))
+    r = Rule(code, name, summary, fixes, severity, why.strip(), before.strip("\n"), after.strip("\n"), unsafe)
     RULES[code] = r
     return r
 
