@@ -701,6 +701,17 @@ class _Run(Visitor):
     def _adam(self, node: cst.Call) -> None:
         if not self._ok(node, "A2A301"):
             return
+        legacy = sorted(a.keyword.value for a in node.args if a.keyword is not None
+                        and a.keyword.value in ("max_grad_norm", "eps_inside_sqrt"))
+        if legacy:  # apex < 0.1's FusedAdam: it clipped by a norm FP16_Optimizer handed to step()
+            no_bias = any(a.keyword is not None and a.keyword.value == "bias_correction"
+                          and literal_bool(a.value) is not True for a in node.args)
+            tail = ("; bias_correction=False has no torch equivalent (torch Adam always corrects the bias): keep "
+                    "apex or port the optimizer") if no_bias else "; then torch.optim.AdamW(..., weight_decay=0.0)"
+            return self._manual(node, f"FusedAdam({', '.join(legacy)}=...) is apex < 0.1's FusedAdam, which torch "
+                                      "cannot reproduce as one call: max_grad_norm -> torch.nn.utils.clip_grad_norm_"
+                                      "(params, max_grad_norm) after scaler.unscale_(optimizer) and before the step; "
+                                      "eps_inside_sqrt has no torch option" + tail)
         bound = bind_args(node, ADAM_SIG)
         if bound is None or "params" not in bound:
             return self._manual(node, "FusedAdam: arguments not understood (*args/**kwargs or unknown keyword); "
