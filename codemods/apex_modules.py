@@ -14,7 +14,7 @@ import libcst as cst
 
 from . import screens, templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan, as_primary
+from .edits import EditPlan, apply_plan, as_primary, realign_call
 from .index import ModuleIndex
 from .optimizer_resume import report_resume_sites
 from .walk import Visitor, iter_nodes
@@ -488,6 +488,7 @@ class ApexModulesToTorch(Codemod):
         report_resume_sites(index, run.migrated_optimizers, ctx)
         if not run.plan:
             return module
+        _realign_calls(index, run.plan)
         new = apply_plan(module, run.plan)
         if run.needs_torch:
             new = ensure_torch(new, res)
@@ -495,6 +496,20 @@ class ApexModulesToTorch(Codemod):
 
 
 TYPE_CHECKS = ("isinstance", "issubclass")
+
+
+def _realign_calls(index: ModuleIndex, plan: EditPlan) -> None:
+    """Calls given a callee of another length keep their continuation lines aligned (see realign_call)."""
+    for old, new in list(plan.replace_node.items()):
+        if not (isinstance(old, cst.Call) and isinstance(new, cst.Call)):
+            continue
+        stmt = index.parent(old)
+        while stmt is not None and not isinstance(stmt, cst.BaseSmallStatement):
+            stmt = index.parent(stmt)
+        line = index.parent(stmt) if stmt is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or line.body[0] is not stmt:
+            continue
+        plan.replace_node[old] = realign_call(old, new, code_of(stmt).split("\n", 1)[0])
 
 
 def _classinfo(check: cst.Call) -> Optional[cst.BaseExpression]:
