@@ -294,8 +294,9 @@ class _Migration:
     def _other_fp16_optimizers(self) -> None:
         """A2A502 at each FP16_Optimizer this codemod does not rewrite: apex < 0.1's FusedAdam wrapper
         (`apex.optimizers.FP16_Optimizer`) and a copy of apex's class imported from the project itself
-        (`from fp16 import FP16_Optimizer`, a vendored fp16_utils); the finding names the GradScaler the
-        call's loss-scale arguments map to."""
+        (`from fp16 import FP16_Optimizer`, a vendored fp16_utils; DeepSpeed's class of that name belongs
+        to its engine and is left alone); the finding names the GradScaler the call's loss-scale arguments
+        map to."""
         for call in self.calls:
             q = self.res.apex_name(call.func)
             if q == FUSED_FP16_OPT:
@@ -306,7 +307,7 @@ class _Migration:
                 init = "2.0**16"  # that wrapper's dynamic scale started at 2**16 (window 1000, factor 2)
             elif q is None and not (isinstance(call.func, cst.Name) and call.func.value in self.res.defs):
                 copies = sorted(n for n in self.res.names(call.func) if n.rsplit(".", 1)[-1] == "FP16_Optimizer"
-                                and "." in n and not n.startswith(("apex.", "torch.")))
+                                and "." in n and not n.startswith(("apex.", "torch.", "deepspeed.")))
                 if not copies:
                     continue
                 what = (f"`{copies[0]}` (a copy of apex.fp16_utils.FP16_Optimizer in this project: fp32 master "
