@@ -585,15 +585,18 @@ def realign_call(old: cst.Call, new: cst.Call, first_line: str) -> cst.Call:
     first line of the statement holding the call, as written from its indentation on; where the call's
     first line does not occur in it exactly once, `new` is returned as it is."""
     module = cst.Module([])
-    old_code, new_code = module.code_for_node(old), module.code_for_node(new)
+    old_code = module.code_for_node(old)
     if "\n" not in old_code:
         return new
-    delta = len(module.code_for_node(new.func)) - len(module.code_for_node(old.func))
+    old_func, new_func = module.code_for_node(old.func), module.code_for_node(new.func)
+    if "\n" in old_func or "\n" in new_func:  # the arguments moved into the callee (`x.item()`): not a rename
+        return new
+    delta = len(new_func) - len(old_func)
     head = old_code.split("\n", 1)[0]
     if not delta or first_line.count(head) != 1:
         return new
     if not (isinstance(old.whitespace_after_func, cst.SimpleWhitespace)
             and isinstance(old.whitespace_before_args, cst.SimpleWhitespace)):
         return new
-    column = first_line.index(head) + len(module.code_for_node(old.func)) + len(old.whitespace_after_func.value) + 1
+    column = first_line.index(head) + len(old_func) + len(old.whitespace_after_func.value) + 1
     return new.visit(_ShiftAligned(column, delta))  # type: ignore[return-value]
