@@ -14,7 +14,7 @@ import libcst as cst
 
 from . import templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan, as_primary
+from .edits import EditPlan, apply_plan, as_primary, realign_call
 from .index import ModuleIndex
 from .optimizer_resume import report_resume_sites
 from .walk import Visitor, iter_nodes
@@ -488,6 +488,7 @@ class ApexModulesToTorch(Codemod):
         report_resume_sites(index, run.migrated_optimizers, ctx)
         if not run.plan:
             return module
+        _realign_calls(index, run.plan)
         new = apply_plan(module, run.plan)
         if run.needs_torch:
             new = ensure_torch(new, res)
@@ -495,6 +496,20 @@ class ApexModulesToTorch(Codemod):
 
 
 TYPE_CHECKS = ("isinstance", "issubclass")
+
+
+def _realign_calls(index: ModuleIndex, plan: EditPlan) -> None:
+    """Calls given a callee of another length keep their continuation lines aligned (see realign_call)."""
+    for old, new in list(plan.replace_node.items()):
+        if not (isinstance(old, cst.Call) and isinstance(new, cst.Call)):
+            continue
+        stmt = index.parent(old)
+        while stmt is not None and not isinstance(stmt, cst.BaseSmallStatement):
+            stmt = index.parent(stmt)
+        line = index.parent(stmt) if stmt is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or line.body[0] is not stmt:
+            continue
+        plan.replace_node[old] = realign_call(old, new, code_of(stmt).split("\n", 1)[0])
 
 
 def _classinfo(check: cst.Call) -> Optional[cst.BaseExpression]:
@@ -701,6 +716,17 @@ class _Run(Visitor):
     def _adam(self, node: cst.Call) -> None:
         if not self._ok(node, "A2A301"):
             return
+        legacy = sorted(a.keyword.value for a in node.args if a.keyword is not None
+                        and a.keyword.value in ("max_grad_norm", "eps_inside_sqrt"))
+        if legacy:  # apex < 0.1's FusedAdam: it clipped by a norm FP16_Optimizer handed to step()
+            no_bias = any(a.keyword is not None and a.keyword.value == "bias_correction"
+                          and literal_bool(a.value) is not True for a in node.args)
+            tail = ("; bias_correction=False has no torch equivalent (torch Adam always corrects the bias): keep "
+                    "apex or port the optimizer") if no_bias else "; then torch.optim.AdamW(..., weight_decay=0.0)"
+            return self._manual(node, f"FusedAdam({', '.join(legacy)}=...) is apex < 0.1's FusedAdam, which torch "
+                                      "cannot reproduce as one call: max_grad_norm -> torch.nn.utils.clip_grad_norm_"
+                                      "(params, max_grad_norm) after scaler.unscale_(optimizer) and before the step; "
+                                      "eps_inside_sqrt has no torch option" + tail)
         bound = bind_args(node, ADAM_SIG)
         if bound is None or "params" not in bound:
             return self._manual(node, "FusedAdam: arguments not understood (*args/**kwargs or unknown keyword); "

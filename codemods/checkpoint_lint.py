@@ -20,9 +20,10 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from . import checkpoint_rules as C
-from .base import Codemod, FileContext, RepoFacts, facts_key
+from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .index import ModuleIndex, parent_mapping
 from .names import ImportTable, dotted_name, literal_string
+from .records import same_file
 from .restore_helpers import argument_spec, helpers_in_facts
 from .walk import iter_nodes
 
@@ -152,11 +153,12 @@ class _Lint:
 
     def _spec_of(self, call: cst.Call, helpers: Dict[str, Dict[str, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
         quals = self.table.qualified_names(call.func)
+        mine = module_root(self.ctx.path, self.ctx.module_name)
         for key, funcs in helpers.items():
             mod = key.rpartition("::")[2]
             for q in quals:
                 head, _, fn = q.rpartition(".")
-                if head == mod and fn in funcs:
+                if (head == mod or same_file(key, head, mine)) and fn in funcs:
                     return funcs[fn]
         return None
 

@@ -19,6 +19,7 @@ from . import amp_rules as R
 from . import checkpoint_rules as C
 from . import templates
 from .base import module_root
+from .records import same_file
 from .restore_helpers import argument_spec, helpers_in_facts, restore_helpers
 
 AMP = "apex.amp"
@@ -153,11 +154,12 @@ def _helper_of(a: Any, call: cst.Call, local: Dict[str, Dict[str, Any]]) -> Tupl
     for key, funcs in helpers_in_facts(a.ctx.facts).items():
         root, _, mod = key.rpartition("::")
         for q in quals:
-            if q.rpartition(".")[0] == mod:
+            here = same_file(key, q.rpartition(".")[0], mine)  # the very file, through a namespace package
+            if q.rpartition(".")[0] == mod or here:
                 known_module = True
                 fn = q.rpartition(".")[2]
-                if fn in funcs and (best is None or (root == mine and not best[0])):
-                    best = (root == mine, funcs[fn])
+                if fn in funcs and (best is None or ((root == mine or here) and not best[0])):
+                    best = (root == mine or here, funcs[fn])
     if best is not None:
         return True, best[1]
     return known_module, None

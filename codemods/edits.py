@@ -563,3 +563,41 @@ def indent_continuations(stmts: Sequence[cst.BaseStatement], extra: str) -> List
             stmt = stmt.visit(_ContinuationIndent(extra))  # type: ignore[assignment]
         out.append(stmt)
     return out
+
+
+class _ShiftAligned(Transformer):
+    def __init__(self, column: int, delta: int):
+        super().__init__()
+        self.column = column
+        self.delta = delta
+
+    def leave_ParenthesizedWhitespace(self, original_node: cst.ParenthesizedWhitespace,
+                                      updated_node: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespace:
+        width = len(updated_node.last_line.value)
+        if not updated_node.indent or updated_node.last_line.value.strip(" ") or width < self.column:
+            return updated_node
+        return updated_node.with_changes(last_line=cst.SimpleWhitespace(" " * (width + self.delta)))
+
+
+def realign_call(old: cst.Call, new: cst.Call, first_line: str) -> cst.Call:
+    """`new` (`old` with another callee) with the continuation lines that were aligned with `old`'s open
+    parenthesis, or further right, moved by the change in the callee's length, so a multi-line call
+    stays aligned (`FusedAdam(a,\\n          b)` -> `optim.AdamW(a,\\n            b)`). `first_line` is the
+    first line of the statement holding the call, as written from its indentation on; where the call's
+    first line does not occur in it exactly once, `new` is returned as it is."""
+    module = cst.Module([])
+    old_code = module.code_for_node(old)
+    if "\n" not in old_code:
+        return new
+    old_func, new_func = module.code_for_node(old.func), module.code_for_node(new.func)
+    if "\n" in old_func or "\n" in new_func:  # the arguments moved into the callee (`x.item()`): not a rename
+        return new
+    delta = len(new_func) - len(old_func)
+    head = old_code.split("\n", 1)[0]
+    if not delta or first_line.count(head) != 1:
+        return new
+    if not (isinstance(old.whitespace_after_func, cst.SimpleWhitespace)
+            and isinstance(old.whitespace_before_args, cst.SimpleWhitespace)):
+        return new
+    column = first_line.index(head) + len(old_func) + len(old.whitespace_after_func.value) + 1
+    return new.visit(_ShiftAligned(column, delta))  # type: ignore[return-value]

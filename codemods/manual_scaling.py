@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from . import dynamic_scaler, manual_fp16, templates
-from .apex_modules import Resolver, ensure_torch
+from .apex_modules import Resolver, ensure_torch, literal_bool
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .edits import EditPlan, apply_plan, as_primary, indent_continuations
 from .hazards import FileText
@@ -109,6 +109,7 @@ scaler.step(opt); scaler.update(); and keep the model fp32 under torch.autocast.
      after="scaler = torch.amp.GradScaler(\"cuda\")")
 
 FP16_OPT = "apex.fp16_utils.FP16_Optimizer"
+FUSED_FP16_OPT = "apex.optimizers.FP16_Optimizer"  # apex < 0.1: FusedAdam's wrapper (it passed grad norms to step)
 MODEL_WRAPPERS = {"apex.fp16_utils.network_to_half", "apex.fp16_utils.FP16Model", "apex.fp16_utils.BN_convert_float"}
 MASTER_HELPERS = {"apex.fp16_utils.prep_param_lists", "apex.fp16_utils.model_grads_to_master_grads",
                   "apex.fp16_utils.master_params_to_model_params", "apex.fp16_utils.tofp16",
@@ -268,6 +269,7 @@ class _Migration:
                             f"torch.autocast around forward + loss, scaler = {self.gs}(\"{self.device}\", "
                             "init_scale=2.0**32, growth_interval=1000), scaler.scale(loss).backward(), "
                             "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
+        self._other_fp16_optimizers()
         for call in helpers:
             name = (self.res.apex_name(call.func) or "").rsplit(".", 1)[-1]
             self.report(call, "A2A502", f"{name}: hand-made fp32 master weights / loss scaler from apex.fp16_utils; "
@@ -287,6 +289,47 @@ class _Migration:
         self._wrapper_classes()
 
     # -- FP16_Optimizer -------------------------------------------------------------------
+    def _other_fp16_optimizers(self) -> None:
+        """A2A502 at each FP16_Optimizer this codemod does not rewrite: apex < 0.1's FusedAdam wrapper
+        (`apex.optimizers.FP16_Optimizer`) and a copy of apex's class imported from the project itself
+        (`from fp16 import FP16_Optimizer`, a vendored fp16_utils; DeepSpeed's class of that name belongs
+        to its engine and is left alone); the finding names the GradScaler the call's loss-scale arguments
+        map to."""
+        for call in self.calls:
+            q = self.res.apex_name(call.func)
+            if q == FUSED_FP16_OPT:
+                what = ("apex.optimizers.FP16_Optimizer (apex < 0.1's wrapper of FusedAdam, which it handed the "
+                        "gradient norm for FusedAdam's max_grad_norm clip)")
+                clip = ("; where FusedAdam had max_grad_norm, call torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                        "max_grad_norm) after scaler.unscale_(optimizer)")
+                init = "2.0**16"  # that wrapper's dynamic scale started at 2**16 (window 1000, factor 2)
+            elif q is None and not (isinstance(call.func, cst.Name) and call.func.value in self.res.defs):
+                copies = sorted(n for n in self.res.names(call.func) if n.rsplit(".", 1)[-1] == "FP16_Optimizer"
+                                and "." in n and not n.startswith(("apex.", "torch.", "deepspeed.")))
+                if not copies:
+                    continue
+                what = (f"`{copies[0]}` (a copy of apex.fp16_utils.FP16_Optimizer in this project: fp32 master "
+                        "weights of an fp16 model and a loss scaler)")
+                clip = "; clip_master_grads(n) becomes scaler.unscale_(optimizer) + clip_grad_norm_(..., n)"
+                init = "2.0**32"  # apex.fp16_utils' DynamicLossScaler default
+            else:
+                continue
+            self.report(call, "A2A502", f"{what} is not rewritten: migrate by hand to an fp32 model (drop the "
+                        f"fp16 casts / FP16_Module), torch.autocast around forward + loss, scaler = "
+                        f"{self._fp16_scaler(call, init)}, optimizer.backward(loss) -> scaler.scale(loss).backward(), "
+                        f"optimizer.step() -> scaler.step(optimizer); scaler.update(){clip}")
+
+    def _fp16_scaler(self, call: cst.Call, init: str) -> str:
+        """The GradScaler an FP16_Optimizer call's loss-scale arguments map to (placeholders where unknown)."""
+        kw = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        static = kw.get("static_loss_scale")
+        if literal_bool(kw.get("dynamic_loss_scale")) is True:
+            return f"{self.gs}(\"{self.device}\", init_scale={init}, growth_interval=1000)"
+        if static is not None and "dynamic_loss_scale" not in kw:
+            return f"{self.gs}(\"{self.device}\", init_scale={code_of(static)}, growth_interval={STATIC_INTERVAL})"
+        return (f"{self.gs}(\"{self.device}\", init_scale={init}, growth_interval=1000) when the loss scale is "
+                f"dynamic, else init_scale=<static_loss_scale>, growth_interval={STATIC_INTERVAL}")
+
     def _fp16_optimizer(self, call: cst.Call, handled: Set[int], blocked: bool) -> Optional[str]:
         if not self.ok(call, "A2A501"):
             return None

@@ -164,6 +164,16 @@ def module_root(path: str, module_name: str) -> str:
     return folder
 
 
+def same_file(key: str, module: str, importer_root: str) -> bool:
+    """Whether the facts key `root::mod` is the file that `import module` from `importer_root` reads
+    when `module`'s folders hold no `__init__.py` (a namespace package: swav's `src.utils` is
+    `src/utils.py`, whose own module name is `utils`)."""
+    root, _, mod = key.rpartition("::")
+    if not root or not importer_root or mod == module:
+        return False
+    return os.path.join(root, *mod.split(".")) == os.path.join(importer_root, *module.split("."))
+
+
 def facts_key(path: str, module_name: str) -> str:
     """`root::module`, so that `utils` of scripts/ and `utils` of tools/ stay apart."""
     root = module_root(path, module_name)

@@ -144,6 +144,7 @@ def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "Imp
                 elif alias.name in names:
                     bound[alias.asname or alias.name] = alias.name
     callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    modules = _imported_modules(tree)
     out: List[Tuple[str, int]] = []
     for node in ast.walk(tree):
         if id(node) in callees:
@@ -151,9 +152,49 @@ def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "Imp
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
             out.append((bound[node.id], node.lineno))
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in names \
-                and not _own_attribute(node):
+                and not _own_attribute(node) and not _other_modules_attribute(node, modules, module):
             out.append((node.attr, node.lineno))
     return sorted(out, key=lambda t: t[1])
+
+
+def _imported_modules(tree: ast.Module) -> Dict[str, str]:
+    """Local name -> module, for the names only an `import` statement binds (`import tensorflow as tf`,
+    `import os.path` binding `os`); a name also bound otherwise (assigned, a parameter, a def) is left out."""
+    modules: Dict[str, str] = {}
+    other = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    modules[alias.asname] = alias.name
+                else:
+                    head = alias.name.partition(".")[0]
+                    modules[head] = head
+        elif isinstance(node, ast.ImportFrom):
+            other.update((a.asname or a.name) for a in node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            other.add(node.id)
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            other.update(node.names)
+    return {k: v for k, v in modules.items() if k not in other}
+
+
+def _other_modules_attribute(node: ast.Attribute, modules: Dict[str, str], module: str) -> bool:
+    """`tf.train` / `np.random.train`: an attribute of an imported module (or of one of its submodules)
+    that is not the publishing module (last name `module`), so not the published function."""
+    parts: List[str] = []
+    value = node.value
+    while isinstance(value, ast.Attribute):
+        parts.append(value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name) or value.id not in modules:
+        return False
+    dotted = ".".join([modules[value.id]] + parts[::-1])
+    return dotted.rpartition(".")[2] != module
 
 
 def _own_attribute(node: ast.Attribute) -> bool:

@@ -80,3 +80,40 @@ def test_resume_without_the_scaler_state_would_show(sides, tmp_path):
     second = _rows(collect_losses(sides["hand"], "train.py", ["--use-fp16", "--steps", str(STEPS), "--resume",
                                                               "--checkpoint", ckpt], steps=100, device="cpu"))
     assert second[0][2] == 65536.0
+
+
+def _namespace_layout(src_folder, dest):
+    """`src_folder` with utils.py moved into `src/` (a folder without __init__.py: a namespace
+    package, as swav's `src.utils`) and train.py importing `from src.utils import ...`."""
+    os.makedirs(os.path.join(dest, "src"))
+    shutil.copy(os.path.join(src_folder, "utils.py"), os.path.join(dest, "src", "utils.py"))
+    with open(os.path.join(src_folder, "train.py"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert text.count("from utils import restart_from_checkpoint") == 1
+    with open(os.path.join(dest, "train.py"), "w", encoding="utf-8") as fh:
+        fh.write(text.replace("from utils import restart_from_checkpoint", "from src.utils import restart_from_checkpoint"))
+
+
+def test_helper_in_a_namespace_package_migrates_like_the_flat_one(sides, tmp_path):
+    """The helper in `src/utils.py` with no `src/__init__.py`: its facts (module `utils`) are the
+    module `src.utils` that train.py imports, so the pair migrates exactly as in the flat layout
+    (A2A135, not "restart_from_checkpoint is not in the files read"), and the rewrite runs like the
+    hand migration moved the same way, save + resume included."""
+    tool, hand = tmp_path / "tool", tmp_path / "hand"
+    _namespace_layout(os.path.join(CASE, "legacy"), str(tool))
+    _namespace_layout(os.path.join(CASE, "migrated"), str(hand))
+    res = subprocess.run([sys.executable, "-m", "migrate", "rewrite", str(tool)], capture_output=True, text=True)
+    assert res.returncode == 1 and "A2A135" in res.stdout and "A2A136" not in res.stdout, res.stdout
+    with open(os.path.join(sides["tool"], "train.py"), encoding="utf-8") as fh:
+        flat = fh.read()
+    assert (tool / "train.py").read_text() == flat.replace("from utils import", "from src.utils import")
+    assert (tool / "src" / "utils.py").read_text() == (hand / "src" / "utils.py").read_text()
+    for mode in sorted(MODES):
+        runs = {}
+        for name, folder in (("tool", tool), ("hand", hand)):
+            full = _rows(collect_losses(str(folder), "train.py", MODES[mode] + ["--steps", str(STEPS)], steps=STEPS,
+                                        device="cpu"))
+            first, second = _save_and_resume(str(folder), mode, str(tmp_path / f"{name}-{mode}.pth"))
+            assert first + second == full, f"{name} {mode}: save+resume != uninterrupted"
+            runs[name] = full
+        assert runs["tool"] == runs["hand"], mode

@@ -143,3 +143,61 @@ def test_an_attribute_of_self_with_the_functions_name_is_not_a_value_use(tmp_pat
     assert "A2A126" not in res.stdout, res.stdout
     assert "def train_step(model, batch, optimizer, scaler):" in (tmp_path / "train_utils.py").read_text()
     assert "train_step(model, batch, optimizer, scaler=scaler)" in (tmp_path / "main.py").read_text()
+
+
+def test_an_attribute_of_another_imported_module_is_not_a_value_use(tmp_path):
+    """`tf.train.list_variables(...)` (tensorflow's `train` module) in a checkpoint converter of the
+    same run reads another module's attribute: it cannot be train_utils' function, so the migration
+    goes on; `train_utils.train_step` read as a value still counts (the first test)."""
+    _write(tmp_path, "train_utils.py", TRAIN_UTILS)
+    _write(tmp_path, "convert.py", '''
+        import numpy as np
+        import tensorflow as tf
+        import os.path
+
+
+        def load_tf_weights(path):
+            names = [n for n, _ in tf.train_step.list_variables(os.path.abspath(path))]
+            return names, np.random.train_step
+    ''')
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from train_utils import train_step
+
+
+        def main(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            for batch in loader:
+                train_step(model, batch, optimizer)
+    ''')
+    res = _cli("rewrite", str(tmp_path))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "A2A126" not in res.stdout, res.stdout
+    assert "def train_step(model, batch, optimizer, scaler):" in (tmp_path / "train_utils.py").read_text()
+    assert "train_step(model, batch, optimizer, scaler=scaler)" in (tmp_path / "main.py").read_text()
+
+
+def test_an_attribute_of_a_rebound_module_name_still_counts(tmp_path):
+    """A name bound by an import and rebound elsewhere (`tf = train_utils`) may be the publishing
+    module: its `.train_step` read as a value still keeps the signature."""
+    _write(tmp_path, "train_utils.py", TRAIN_UTILS)
+    _write(tmp_path, "hooks.py", '''
+        import tensorflow as tf
+        import train_utils
+
+        tf = train_utils
+        HOOKS = [tf.train_step]
+    ''')
+    _write(tmp_path, "main.py", '''
+        from apex import amp
+        from train_utils import train_step
+
+
+        def main(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            for batch in loader:
+                train_step(model, batch, optimizer)
+    ''')
+    res = _cli("rewrite", str(tmp_path))
+    assert "A2A126" in res.stdout, res.stdout
+    assert "scaler" not in (tmp_path / "train_utils.py").read_text()

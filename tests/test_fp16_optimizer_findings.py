@@ -1,0 +1,33 @@
+"""FP16_Optimizer calls the rewrite does not handle each get an A2A502 finding at their line, through the
+CLI: a project-local copy of apex's class, and apex < 0.1's FusedAdam wrapper (`apex.optimizers`), with
+the GradScaler their loss-scale arguments map to; DeepSpeed's class of the same name is not reported."""
+import json
+import os
+import subprocess
+import sys
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "manual_scaling")
+
+
+def _findings(name):
+    res = subprocess.run([sys.executable, "-m", "migrate", "check", "--format", "json", "--no-cache",
+                          os.path.join(FIXTURES, name)], capture_output=True, text=True)
+    assert res.returncode == 1, res.stdout + res.stderr
+    (report,) = json.loads(res.stdout)["files"]
+    return [f for f in report["findings"] if f["code"] == "A2A502"]
+
+
+def test_a_vendored_copy_is_reported_once_and_deepspeed_is_not():
+    found = _findings("fp16_optimizer_vendored.unchanged.py")
+    assert [f["line"] for f in found] == [19]
+    msg = found[0]["message"]
+    assert "`fp16.FP16_Optimizer`" in msg and "init_scale=2.0**32, growth_interval=1000" in msg
+    assert "scaler.scale(loss).backward()" in msg
+
+
+def test_the_fused_adam_wrapper_names_each_calls_scaler():
+    found = {f["line"]: f["message"] for f in _findings("fp16_optimizer_fused_adam_wrapper.unchanged.py")}
+    assert sorted(found) == [15, 17]
+    assert 'GradScaler("cuda", init_scale=2.0**16, growth_interval=1000)' in found[15]
+    assert 'GradScaler("cuda", init_scale=args.loss_scale, growth_interval=2**30)' in found[17]
+    assert "max_grad_norm" in found[15]
