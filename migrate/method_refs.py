@@ -165,11 +165,9 @@ def _imported_modules(tree: ast.Module) -> Dict[str, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.asname:
-                    modules[alias.asname] = alias.name
-                else:
-                    head = alias.name.partition(".")[0]
-                    modules[head] = head
+                local, target = (alias.asname, alias.name) if alias.asname else (alias.name.partition(".")[0],) * 2
+                if modules.setdefault(local, target) != target:
+                    other.add(local)  # two imports bind it to different modules: either may be read
         elif isinstance(node, ast.ImportFrom):
             other.update((a.asname or a.name) for a in node.names)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -180,6 +178,8 @@ def _imported_modules(tree: ast.Module) -> Dict[str, str]:
             other.add(node.name)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             other.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            other.add(node.name)
     return {k: v for k, v in modules.items() if k not in other}
 
 
