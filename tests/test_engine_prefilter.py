@@ -146,14 +146,13 @@ def test_backslash_continued_import_counts_only_when_its_logical_line_names_apex
     assert _summary(rewrite_source(text)) == _summary(rewrite_source(text, prefilter_enabled=False))
 
 
-def test_plain_file_is_not_parsed(monkeypatch):
-    import migrate.engine as engine
-    calls = []
-    real = engine._parse
-    monkeypatch.setattr(engine, "_parse", lambda text: calls.append(1) or real(text))
-    text = "def clamp(x):\n    # an example that spawns nothing\n    return x.clamp(0, 1)\n"
-    assert rewrite_source(text).new_text == text
-    assert calls == []
+def test_plain_file_is_not_parsed():
+    """A file with nothing to migrate is left as it is without being parsed: even a syntax error in
+    it is no error of the run (a file naming apex is parsed, and its syntax error is reported)."""
+    text = "def clamp(x:\n    # an example that spawns nothing\n    return x.clamp(0, 1)\n"
+    res = rewrite_source(text)
+    assert res.new_text == text and res.error is None and not res.changed
+    assert "syntax error" in (rewrite_source("from apex import amp\n" + text).error or "")
 
 
 def test_install_guard_stage_two_needs_apex_in_an_import_error_handler():
