@@ -88,6 +88,15 @@ def test_backslash_continued_import_migrates_the_same_with_and_without_prefilter
     assert _summary(rewrite_source(text)) == _summary(rewrite_source(text, prefilter_enabled=False))
 
 
+def test_plain_file_is_not_parsed():
+    """A file with nothing to migrate is left as it is without being parsed: even a syntax error in
+    it is no error of the run (a file naming apex is parsed, and its syntax error is reported)."""
+    text = "def clamp(x:\n    return x.clamp(0, 1)\n"
+    res = rewrite_source(text)
+    assert res.new_text == text and res.error is None and not res.changed
+    assert "syntax error" in (rewrite_source("from apex import amp\n" + text).error or "")
+
+
 def test_files_to_parse_are_the_python_files_pass_one_takes(tmp_path):
     from migrate.engine import files_to_parse
     (tmp_path / "legacy.py").write_text("from apex import amp\nmodel, opt = amp.initialize(model, opt)\n")

@@ -33,11 +33,13 @@ def _start(root, pause: float) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL)
 
 
-def _wait_for_first_write(root, old, proc, timeout=60.0) -> None:
+def _wait_for_first_write(root, old, proc, timeout=60.0) -> int:
+    """How many files are written when the test first sees one written."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if any((root / n).read_text(encoding="utf-8") != old[n] for n in old):
-            return
+        changed = sum((root / n).read_text(encoding="utf-8") != old[n] for n in old)
+        if changed:
+            return changed
         if proc.poll() is not None:
             pytest.fail("the run ended before it wrote anything: " + proc.communicate()[1])
         time.sleep(0.02)
@@ -45,15 +47,27 @@ def _wait_for_first_write(root, old, proc, timeout=60.0) -> None:
     pytest.fail("no file was written in time")
 
 
+def _interrupt_after_first_write(tmp_path, signum):
+    """Send `signum` while the run pauses after its first write. Under load the test may see that
+    write only after the pause (then the signal would land after the group, or after the run): such a
+    try is dropped and the run tried again with a longer pause, so the test does not depend on timing."""
+    for attempt, pause in enumerate((1.5, 4.0, 10.0)):
+        root = tmp_path / f"repo{attempt}"
+        shutil.copytree(FIXTURE, root)
+        (root / ".git").mkdir()
+        old = _texts(root)
+        proc = _start(root, pause=pause)
+        if _wait_for_first_write(root, old, proc) == 1:  # still in the pause after the first write
+            proc.send_signal(signum)
+            return root, old, proc
+        proc.kill()
+        proc.communicate()
+    pytest.fail("the test never saw the run between its first and second write")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_signal_between_writes_of_a_group_finishes_the_group_and_skips_the_rest(tmp_path, signum):
-    root = tmp_path / "repo"
-    shutil.copytree(FIXTURE, root)
-    (root / ".git").mkdir()
-    old = _texts(root)
-    proc = _start(root, pause=1.5)
-    _wait_for_first_write(root, old, proc)
-    proc.send_signal(signum)
+    root, old, proc = _interrupt_after_first_write(tmp_path, signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     new = _texts(root)
