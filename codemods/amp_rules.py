@@ -381,11 +381,35 @@ DISABLE_CASTS = rule(
 Inside the region ops run in their inputs' dtypes. Inputs produced under autocast may be fp16: add
 `.float()` where fp32 is required.""",
     before="""
-with amp.disable_casts():
-    y = fn(x)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, fn):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        out = model(x)
+        with amp.disable_casts():
+            z = fn(out)
+        loss = torch.nn.functional.mse_loss(z, y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-with torch.autocast("cuda", enabled=False):
-    y = fn(x)""")
+import torch
+
+
+def train(model, optimizer, loader, fn):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            out = model(x)
+            with torch.autocast("cuda", enabled=False):
+                z = fn(out)
+            loss = torch.nn.functional.mse_loss(z, y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 REGISTER = rule(
     "A2A114", "amp-function-registration", "`amp.register_*_function` / `@amp.half_function` etc. have no autocast registry",
