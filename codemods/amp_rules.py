@@ -919,20 +919,38 @@ the module is left as it is and the finding says "unsafe fix available: --unsafe
 `--unsafe-fixes` (or `unsafe-fixes = true` in `[tool.apex2amp]`) the move is made. Check the pair with
 `apex2amp verify`: it compares it with the fidelity tolerance.""",
     before="""
-with amp.scale_loss(loss, optimizer) as scaled_loss:
-    scaled_loss.backward()
-clip_grad_norm_(model.parameters(), 1.0)
-if (i + 1) % accum == 0:
-    optimizer.step()
-    optimizer.zero_grad()""",
+import torch
+from apex import amp
+from torch.nn.utils import clip_grad_norm_
+
+
+def train(model, optimizer, loader, accum):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        clip_grad_norm_(model.parameters(), 1.0)
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()""",
     after="""
-scaler.scale(loss).backward()
-if (i + 1) % accum == 0:
-    scaler.unscale_(optimizer)
-    clip_grad_norm_(model.parameters(), 1.0)
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad()""")
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+
+def train(model, optimizer, loader, accum):
+    scaler = torch.amp.GradScaler("cuda")
+    for i, (x, y) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        if (i + 1) % accum == 0:
+            scaler.unscale_(optimizer)
+            clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()""")
 
 BACKWARD_HELPER = rule(
     "A2A147", "backward-helper-across-modules",
