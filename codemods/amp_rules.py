@@ -1025,13 +1025,21 @@ try:
     import amp_C
     from apex.parallel import DistributedDataParallel as DDP
 except ImportError:
-    pass""",
+    pass
+
+
+def wrap(model):
+    return DDP(model)""",
     after="""
 from torch.nn.parallel import DistributedDataParallel as DDP
 try:
-    import amp_C  # A2A172: still needs apex
+    import amp_C
 except ImportError:
-    pass""")
+    pass
+
+
+def wrap(model):
+    return DDP(model, broadcast_buffers=False)""")
 
 SCALER_STATE_UNDER_APEX_FLAG = rule(
     "A2A173", "scaler-state-under-apex-flag", "the scaler's state is saved or restored only when apex is installed",
