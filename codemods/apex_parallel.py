@@ -258,7 +258,9 @@ rule("A2A223", "apex-multiproc", "apex.parallel.multiproc launcher -> torchrun",
 `python -m apex.parallel.multiproc main.py` started one process per GPU and appended
 `--world-size N --rank i` to each one's arguments. Launch with `torchrun --nproc_per_node=gpu main.py`
 instead and read RANK / WORLD_SIZE / LOCAL_RANK from the environment.""",
-     before="python -m apex.parallel.multiproc main.py --epochs 90",
+     before="""
+#!/bin/bash
+python -m apex.parallel.multiproc main.py --epochs 90""",
      after="torchrun --standalone --nproc_per_node=gpu main.py --epochs 90")
 
 

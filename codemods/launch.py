@@ -356,15 +356,22 @@ rule("A2A410", "launch-script-torchrun", "python -m torch.distributed.launch -> 
 torch.distributed.launch is deprecated in favour of torchrun, which always behaves like --use_env (it sets
 LOCAL_RANK and passes no --local_rank). The launcher flags --nproc_per_node, --nnodes, --node_rank,
 --master_addr and --master_port keep their meaning; --use_env is dropped.""",
-     before="python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py --epochs 90",
-     after="torchrun --nproc_per_node=8 train.py --epochs 90")
+     before="""
+#!/bin/bash
+python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py --epochs 90""",
+     after="""
+#!/bin/bash
+torchrun --nproc_per_node=8 train.py --epochs 90""")
 
 rule("A2A411", "launch-command-in-docs", "torch.distributed.launch / mp launch command in documentation",
      fixes=False, severity=INFO,
      why="""
 A README or other documentation shows a launch with python -m torch.distributed.launch (or
 apex.parallel.multiproc). Documentation is never rewritten: update the command to torchrun by hand.""",
-     before="python -m torch.distributed.launch --nproc_per_node=4 train.py",
+     before="""
+Train on 4 GPUs:
+
+    python -m torch.distributed.launch --nproc_per_node=4 train.py""",
      after="torchrun --nproc_per_node=4 train.py")
 
 rule("A2A420", "plain-python-launch-of-torchrun-script", "`python SCRIPT.py` of a script migrated to torchrun",
