@@ -13,9 +13,29 @@ created in its place with `enabled=` set from the condition that guarded apex (`
 `opt_level != "O0"`, `enabled=`), so that one code path serves both settings. With `--dtype bfloat16`
 no scaler is created.""",
     before="""
-model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)""",
+import torch
+from apex import amp
+
+
+def train(args, model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-scaler = torch.amp.GradScaler("cuda", enabled=args.opt_level != "O0")""")
+import torch
+
+
+def train(args, model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda", enabled=args.opt_level != "O0")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16, enabled=args.opt_level != "O0"):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 SCALE_LOSS = rule(
     "A2A102", "scale-loss-to-scaler-scale", "`with amp.scale_loss(loss, opt) as s: s.backward()` -> `scaler.scale(loss).backward()`",
@@ -28,13 +48,33 @@ is dropped too, except with `num_losses` > 1, where each loss keeps its own scal
 `if fp16: <apex backward> else: loss.backward()` collapses to the scaler line
 (a disabled scaler returns the loss unchanged).""",
     before="""
-if args.fp16:
-    with amp.scale_loss(loss, optimizer) as scaled_loss:
-        scaled_loss.backward()
-else:
-    loss.backward()""",
+import torch
+from apex import amp
+
+
+def train(args, model, optimizer, loader):
+    if args.fp16:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if args.fp16:
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+        else:
+            loss.backward()
+        optimizer.step()""",
     after="""
-scaler.scale(loss).backward()""")
+import torch
+
+
+def train(args, model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda", enabled=bool(args.fp16))
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16, enabled=bool(args.fp16)):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 STEP = rule(
     "A2A103", "optimizer-step-to-scaler-step", "`optimizer.step()` on an amp optimizer -> `scaler.step(optimizer)` + one `scaler.update()`",
@@ -45,10 +85,31 @@ not done yet), skips the step on inf/NaN gradients, and `scaler.update()` adjust
 iteration, after the last step. Steps under an accumulation condition keep their condition. When the
 step cannot be found next to the backward, this rule reports instead.""",
     before="""
-optimizer.step()""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()""",
     after="""
-scaler.step(optimizer)
-scaler.update()""")
+import torch
+
+
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()""")
 
 AUTOCAST = rule(
     "A2A104", "autocast-region", "forward and loss wrapped in `torch.autocast(...)` (backward outside)",
@@ -59,12 +120,31 @@ call to the statement that computes the loss are wrapped; the backward and the s
 the PyTorch AMP examples do. apex's global effects outside that region (e.g. `.cpu()` upcasting in
 metric code) are not reproduced.""",
     before="""
-output = model(images)
-loss = criterion(output, target)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, criterion):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for images, target in loader:
+        output = model(images)
+        loss = criterion(output, target)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):
-    output = model(images)
-    loss = criterion(output, target)""")
+import torch
+
+
+def train(model, optimizer, loader, criterion):
+    scaler = torch.amp.GradScaler("cuda")
+    for images, target in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            output = model(images)
+            loss = criterion(output, target)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 UNSCALE = rule(
     "A2A105", "master-params-clip-to-unscale", "clipping after the backward gets `scaler.unscale_(opt)` first; `amp.master_params(opt)` -> the optimizer's params",
@@ -78,13 +158,32 @@ accumulation boundary block; after an early exit (`if not boundary: continue` / 
 before the clip, so micro-batches that do not step never unscale. Any call that reads `amp.master_params(opt)` (grad-norm logging) counts as
 a gradient reader too. With an fp32 model the master params are the model's params.""",
     before="""
-with amp.scale_loss(loss, optimizer) as scaled_loss:
-    scaled_loss.backward()
-torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, max_norm):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm)
+        optimizer.step()""",
     after="""
-scaler.scale(loss).backward()
-scaler.unscale_(optimizer)
-torch.nn.utils.clip_grad_norm_((p for g in optimizer.param_groups for p in g["params"]), max_norm)""")
+import torch
+
+
+def train(model, optimizer, loader, max_norm):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_((p for g in optimizer.param_groups for p in g["params"]), max_norm)
+        scaler.step(optimizer)
+        scaler.update()""")
 
 STATE_DICT = rule(
     "A2A106", "amp-state-dict-to-scaler", "`amp.state_dict()` / `amp.load_state_dict(sd)` -> the scaler's",
@@ -94,9 +193,31 @@ The scaler's state (scale, growth tracker) belongs in checkpoints like apex's di
 lives in another function or module, the scaler is passed in as a parameter and the call sites pass
 `scaler=scaler`.""",
     before="""
-checkpoint["amp"] = amp.state_dict()""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    torch.save({"model": model.state_dict(), "amp": amp.state_dict()}, "checkpoint.pt")""",
     after="""
-checkpoint["amp"] = scaler.state_dict()""")
+import torch
+
+
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    torch.save({"model": model.state_dict(), "amp": scaler.state_dict()}, "checkpoint.pt")""")
 
 OLD_CHECKPOINT = rule(
     "A2A107", "apex-checkpoint-load-site", "a load site may receive apex-format amp state from old checkpoints",
@@ -129,9 +250,29 @@ parameters while the sharded fp32 parameters are the master copy, which is apex 
 of the memory per rank. A file the fsdp2 target leaves unsharded (an A2A8xx finding says why) keeps fp32
 weights under autocast as above.""",
     before="""
-model, optimizer = amp.initialize(model, optimizer, opt_level="O2")""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-scaler = torch.amp.GradScaler("cuda")  # + autocast around forward and loss""")
+import torch
+
+
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 STATIC_SCALE = rule(
     "A2A109", "static-loss-scale", "a static or configured `loss_scale` has no exact GradScaler equivalent",
@@ -142,9 +283,29 @@ inf/NaN. The closest is `GradScaler("cuda", init_scale=S, growth_interval=2**30)
 configuration (`args.loss_scale`) may be "dynamic" or a number: the rewrite keeps GradScaler's dynamic
 defaults (the same as apex's), so check the setting.""",
     before="""
-amp.initialize(model, optimizer, opt_level="O1", loss_scale=128.0)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1", loss_scale=128.0)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-scaler = torch.amp.GradScaler("cuda", init_scale=128.0, growth_interval=2**30)""")
+import torch
+
+
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda", init_scale=128.0, growth_interval=2**30)
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 APEX_IMPORT = rule(
     "A2A110", "apex-import-removed", "apex import removed (with its `try/except ImportError` guard and flags)",
@@ -187,9 +348,31 @@ GET_SCALE = rule(
 The private apex loss scaler state has a public native reader. `get_scale()` synchronises with the
 GPU; call it only for logging.""",
     before="""
-scale = amp._amp_state.loss_scalers[0].loss_scale()""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, log):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+        log(amp._amp_state.loss_scalers[0].loss_scale())""",
     after="""
-scale = scaler.get_scale()""")
+import torch
+
+
+def train(model, optimizer, loader, log):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        log(scaler.get_scale())""")
 
 DISABLE_CASTS = rule(
     "A2A113", "disable-casts-to-autocast-disabled", "`amp.disable_casts()` -> `torch.autocast(\"cuda\", enabled=False)`",
@@ -198,11 +381,35 @@ DISABLE_CASTS = rule(
 Inside the region ops run in their inputs' dtypes. Inputs produced under autocast may be fp16: add
 `.float()` where fp32 is required.""",
     before="""
-with amp.disable_casts():
-    y = fn(x)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, fn):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        out = model(x)
+        with amp.disable_casts():
+            z = fn(out)
+        loss = torch.nn.functional.mse_loss(z, y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-with torch.autocast("cuda", enabled=False):
-    y = fn(x)""")
+import torch
+
+
+def train(model, optimizer, loader, fn):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            out = model(x)
+            with torch.autocast("cuda", enabled=False):
+                z = fn(out)
+            loss = torch.nn.functional.mse_loss(z, y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 REGISTER = rule(
     "A2A114", "amp-function-registration", "`amp.register_*_function` / `@amp.half_function` etc. have no autocast registry",
@@ -213,6 +420,9 @@ Autocast has no user registry. For a `torch.autograd.Function` use
 under `torch.autocast("cuda", enabled=False)` with `.float()` inputs. `register_float_function(torch,
 "sigmoid")` for BCE: use `BCEWithLogitsLoss` instead.""",
     before="""
+import torch
+from apex import amp
+
 amp.register_float_function(torch, "sigmoid")""",
     after="""
 criterion = torch.nn.BCEWithLogitsLoss()  # instead of sigmoid + BCELoss""")
@@ -224,8 +434,20 @@ INTERNALS = rule(
 `_amp_state` internals, `optimizer._amp_stash`, `amp.init()`/`handle.scale_loss` have no native
 equivalent. "Was the step skipped": compare `scaler.get_scale()` before and after `scaler.update()`.""",
     before="""
-if amp._amp_state.loss_scalers[0]._unskipped == 0:
-    skipped += 1""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    skipped = 0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+        if amp._amp_state.loss_scalers[0]._unskipped == 0:
+            skipped += 1""",
     after="""
 before = scaler.get_scale(); scaler.update()
 if scaler.get_scale() < before:
@@ -242,9 +464,19 @@ region around the loss alone, or none, would train the mixed-precision mode in f
 GradScaler, so the module's amp code is left as it is (with a backward helper whose callers are all
 in other files, too). Put the forward next to the loss, or add the region by hand.""",
     before="""
-loss = self.loss  # computed elsewhere
-with amp.scale_loss(loss, opt) as s:
-    s.backward()""",
+import torch
+from apex import amp
+
+
+class Trainer:
+    def setup(self, model, optimizer):
+        self.model, self.optimizer = amp.initialize(model, optimizer, opt_level="O1")
+
+    def step(self):
+        loss = self.loss  # computed elsewhere
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        self.optimizer.step()""",
     after="""
 with torch.autocast("cuda", dtype=torch.float16):
     ...  # forward + loss, where they are computed""")
@@ -263,7 +495,11 @@ at O3 (`amp.initialize(model, opt_level="O3")` without optimizers cast the whole
 an autocast forward cannot stand for: use `model.half()` or the O1 recipe). Migrate by hand following
 the target idiom (see `apex2amp explain A2A101`).""",
     before="""
-return amp.initialize(*parts)""",
+from apex import amp
+
+
+def setup(*parts):
+    return amp.initialize(*parts)""",
     after="""
 scaler = torch.amp.GradScaler("cuda")""")
 
@@ -281,7 +517,11 @@ nothing does. An apex import nothing in its module reads stays as well when anot
 name from the module (a package `__init__.py` re-exporting `FusedAdam`, `from .modeling import
 BertLayerNorm`): removing it would break that import; point the importer at the torch class first.""",
     before="""
-from apex import amp""",
+from apex import amp
+
+
+def setup(*parts):
+    return amp.initialize(*parts)""",
     after="")
 
 OPTIONS = rule(
@@ -292,9 +532,29 @@ OPTIONS = rule(
 `if scaler.get_scale() > M: scaler.update(new_scale=M)` after `update()`); `cast_model_outputs` becomes
 `.to(dtype)` on the outputs.""",
     before="""
-amp.initialize(model, optimizer, max_loss_scale=2.**16)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1", max_loss_scale=2.**16)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()""",
     after="""
-scaler = torch.amp.GradScaler("cuda")  # no cap""")
+import torch
+
+
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 THREADED = rule(
     "A2A121", "scaler-threaded-through-calls", "the scaler is passed as a parameter to functions that need it",
@@ -304,13 +564,37 @@ The function that used the global apex state now needs the scaler object: it get
 parameter, and the call sites in this run pass `scaler=scaler`. Call sites outside the run must pass
 it too.""",
     before="""
-def train(loader, model, optimizer):
-    ...
-train(loader, model, optimizer)""",
+import torch
+from apex import amp
+
+
+def train_one_epoch(model, optimizer, loader):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+
+
+def main(model, optimizer, loader):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    train_one_epoch(model, optimizer, loader)""",
     after="""
-def train(loader, model, optimizer, scaler):
-    ...
-train(loader, model, optimizer, scaler=scaler)""")
+import torch
+
+
+def train_one_epoch(model, optimizer, loader, scaler):
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def main(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    train_one_epoch(model, optimizer, loader, scaler=scaler)""")
 
 CLIP_ELSEWHERE = rule(
     "A2A122", "clip-not-before-step", "gradient clipping not in the same step window as the optimizer step",
@@ -356,7 +640,13 @@ that call with `scaler.step(optimizer)` followed by `scaler.update()`. When a mo
 step lives in code this run does not rewrite and still needs amp's state: the initialize stays as it
 is, reported here, until the two are migrated together.""",
     before="""
-self.optimizer.step()  # in another module""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, engine):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    engine.run(model, optimizer, loader)""",
     after="""
 self.scaler.step(self.optimizer)
 self.scaler.update()""")
@@ -395,23 +685,37 @@ A nested function (an ignite `update(engine, batch)`, a callback defined inside 
 names of the function around it: the scaler created there reaches it through the closure, so its
 signature stays as its caller (often a framework) expects.""",
     before="""
-def main():
-    model, optimizer = amp.initialize(model, optimizer)
+import torch
+from apex import amp
+
+
+def main(model, optimizer, Engine):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+
     def update(engine, batch):
-        ...
-        with amp.scale_loss(loss, optimizer) as scaled:
-            scaled.backward()
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
         optimizer.step()
-    trainer = Engine(update)""",
+
+    return Engine(update)""",
     after="""
-def main():
+import torch
+
+
+def main(model, optimizer, Engine):
     scaler = torch.amp.GradScaler("cuda")
+
     def update(engine, batch):
-        ...
+        x, y = batch
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-    trainer = Engine(update)""")
+
+    return Engine(update)""")
 
 SCALER_ON_OBJECT = rule(
     "A2A128", "scaler-on-the-object", "a mixin or base class reads the scaler its subclass keeps on `self`",
@@ -615,20 +919,38 @@ the module is left as it is and the finding says "unsafe fix available: --unsafe
 `--unsafe-fixes` (or `unsafe-fixes = true` in `[tool.apex2amp]`) the move is made. Check the pair with
 `apex2amp verify`: it compares it with the fidelity tolerance.""",
     before="""
-with amp.scale_loss(loss, optimizer) as scaled_loss:
-    scaled_loss.backward()
-clip_grad_norm_(model.parameters(), 1.0)
-if (i + 1) % accum == 0:
-    optimizer.step()
-    optimizer.zero_grad()""",
+import torch
+from apex import amp
+from torch.nn.utils import clip_grad_norm_
+
+
+def train(model, optimizer, loader, accum):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        clip_grad_norm_(model.parameters(), 1.0)
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()""",
     after="""
-scaler.scale(loss).backward()
-if (i + 1) % accum == 0:
-    scaler.unscale_(optimizer)
-    clip_grad_norm_(model.parameters(), 1.0)
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad()""")
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+
+def train(model, optimizer, loader, accum):
+    scaler = torch.amp.GradScaler("cuda")
+    for i, (x, y) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        if (i + 1) % accum == 0:
+            scaler.unscale_(optimizer)
+            clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()""")
 
 BACKWARD_HELPER = rule(
     "A2A147", "backward-helper-across-modules",
@@ -703,13 +1025,21 @@ try:
     import amp_C
     from apex.parallel import DistributedDataParallel as DDP
 except ImportError:
-    pass""",
+    pass
+
+
+def wrap(model):
+    return DDP(model)""",
     after="""
 from torch.nn.parallel import DistributedDataParallel as DDP
 try:
-    import amp_C  # A2A172: still needs apex
+    import amp_C
 except ImportError:
-    pass""")
+    pass
+
+
+def wrap(model):
+    return DDP(model, broadcast_buffers=False)""")
 
 SCALER_STATE_UNDER_APEX_FLAG = rule(
     "A2A173", "scaler-state-under-apex-flag", "the scaler's state is saved or restored only when apex is installed",

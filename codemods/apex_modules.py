@@ -30,29 +30,65 @@ spells weight_decay out. Positional arguments are bound by apex's signature (lr,
 betas, eps, adam_w_mode, weight_decay, ...) and written as keywords. fused=True needs torch >= 2.0 for
 AdamW and >= 1.13 for Adam (else foreach=True). set_grad_none is dropped (zero_grad() sets grads to
 None by default since torch 2.0). Results are close to apex's but not bitwise identical.""",
-     before="optimizer = FusedAdam(model.parameters(), 1e-3, True, (0.9, 0.98))",
-     after="optimizer = torch.optim.AdamW(model.parameters(), 1e-3, betas=(0.9, 0.98), weight_decay=0.0, fused=True)")
+     before="""
+import torch
+from apex.optimizers import FusedAdam
+
+
+def make(model):
+    return FusedAdam(model.parameters(), 1e-3, True, (0.9, 0.98))""",
+     after="""
+import torch
+
+
+def make(model):
+    return torch.optim.AdamW(model.parameters(), 1e-3, betas=(0.9, 0.98), weight_decay=0.0, fused=True)""")
 rule("A2A302", "fused-sgd", "apex FusedSGD -> torch.optim.SGD (fused)", fixes=True, severity=FIX,
      why="""
 apex.optimizers.FusedSGD has torch.optim.SGD's leading arguments (lr, momentum, dampening,
 weight_decay, nesterov). materialize_master_grads and set_grad_none are dropped. fused=True needs
 torch >= 2.3 (else foreach=True). wd_after_momentum=True has no torch equivalent and is reported.""",
-     before="optimizer = FusedSGD(model.parameters(), lr=0.1, momentum=0.9)",
-     after="optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)")
+     before="""
+from apex.optimizers import FusedSGD
+
+
+def make(model):
+    return FusedSGD(model.parameters(), lr=0.1, momentum=0.9)""",
+     after="""
+import torch
+
+
+def make(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)""")
 rule("A2A303", "fused-adagrad", "apex FusedAdagrad -> torch.optim.Adagrad", fixes=True, severity=FIX,
      why="""
 apex FusedAdagrad(params, lr, eps, weight_decay) binds its positional arguments differently from
 torch.optim.Adagrad(params, lr, lr_decay, weight_decay, initial_accumulator_value, eps), so they are
 written as keywords. adagrad_w_mode=True (decoupled weight decay) has no torch equivalent and is reported.""",
-     before="optimizer = FusedAdagrad(params, 0.01, 1e-10, 1e-4)",
-     after="optimizer = torch.optim.Adagrad(params, 0.01, eps=1e-10, weight_decay=1e-4, foreach=True)")
+     before="""
+from apex.optimizers import FusedAdagrad
+
+
+def make(params):
+    return FusedAdagrad(params, 0.01, 1e-10, 1e-4)""",
+     after="""
+import torch
+
+
+def make(params):
+    return torch.optim.Adagrad(params, 0.01, eps=1e-10, weight_decay=1e-4, foreach=True)""")
 rule("A2A304", "apex-optimizer-manual", "apex fused optimizer call that cannot be rewritten safely",
      fixes=False, severity=WARNING,
      why="""
 The call uses an argument whose torch equivalent differs (bias_correction=False, master_weights,
 wd_after_momentum, adagrad_w_mode, a non-literal adam_w_mode, *args/**kwargs), so rewriting it
 could change training. Pick the torch optimizer by hand (the message names it).""",
-     before="optimizer = FusedAdam(params, lr=1e-3, adam_w_mode=args.adamw)",
+     before="""
+from apex.optimizers import FusedAdam
+
+
+def make(params, args):
+    return FusedAdam(params, lr=1e-3, adam_w_mode=args.adamw)""",
      after="optimizer = (torch.optim.AdamW if args.adamw else torch.optim.Adam)(params, lr=1e-3, weight_decay=0.0)")
 rule("A2A305", "apex-optimizer-no-twin", "apex optimizer with no torch equivalent (LAMB, NovoGrad, distributed)",
      fixes=False, severity=WARNING,
@@ -60,7 +96,12 @@ rule("A2A305", "apex-optimizer-no-twin", "apex optimizer with no torch equivalen
 FusedLAMB, FusedNovoGrad, FusedMixedPrecisionLamb and the apex.contrib distributed optimizers have no
 drop-in torch replacement. Keep apex for them, vendor an implementation, or switch optimizer (the
 message names the nearest option). FusedLAMB also clips the global grad norm itself (max_grad_norm).""",
-     before="optimizer = FusedLAMB(params, lr=1e-3)",
+     before="""
+from apex.optimizers import FusedLAMB
+
+
+def make(params):
+    return FusedLAMB(params, lr=1e-3)""",
      after="# e.g. torch.optim.AdamW(params, lr=..., weight_decay=0.01) + clip_grad_norm_ (not LAMB)")
 rule("A2A310", "fused-layer-norm", "apex FusedLayerNorm / MixedFusedLayerNorm / FastLayerNorm -> torch.nn.LayerNorm",
      fixes=True, severity=FIX,
@@ -74,23 +115,54 @@ builds an apex norm that could not be migrated, or uses an apex norm class as a 
 (`norm = FusedLayerNorm if fused else nn.LayerNorm`, `partial(FusedLayerNorm, ...)`). A rewritten
 check also matches LayerNorms that were torch's before: for weight initialisation they get the
 values torch gives them anyway.""",
-     before="self.ln = FusedLayerNorm(hidden, eps=1e-12)",
-     after="self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)")
+     before="""
+import torch
+from apex.normalization import FusedLayerNorm
+
+
+class Block(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.ln = FusedLayerNorm(hidden, eps=1e-12)""",
+     after="""
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)""")
 rule("A2A311", "fused-rms-norm", "apex FusedRMSNorm / MixedFusedRMSNorm -> torch.nn.RMSNorm (torch >= 2.4)",
      fixes=True, severity=FIX,
      why="""
 torch.nn.RMSNorm exists from torch 2.4. Its eps defaults to None (finfo(dtype).eps), apex's to 1e-5,
 so eps is always written out. Below --min-torch 2.4 the call is reported instead.""",
-     before="norm = FusedRMSNorm(4096)",
-     after="norm = torch.nn.RMSNorm(4096, eps=1e-5)")
+     before="""
+from apex.normalization import FusedRMSNorm
+
+norm = FusedRMSNorm(4096)""",
+     after="""
+import torch
+
+norm = torch.nn.RMSNorm(4096, eps=1e-5)""")
 rule("A2A312", "fused-norm-functional", "apex fused_layer_norm / fused_rms_norm functions -> torch.nn.functional",
      fixes=True, severity=FIX,
      why="""
 The apex functional norms default to eps=1e-6 (the modules to 1e-5) and take (input, weight, bias,
 shape) in a different order from F.layer_norm(input, shape, weight, bias, eps). The rewrite reorders
 the arguments and always writes eps. F.rms_norm needs torch >= 2.4.""",
-     before="y = fused_layer_norm_affine(x, w, b, (1024,))",
-     after="y = torch.nn.functional.layer_norm(x, (1024,), w, b, eps=1e-6)")
+     before="""
+from apex.normalization.fused_layer_norm import fused_layer_norm_affine
+
+
+def f(x, w, b):
+    return fused_layer_norm_affine(x, w, b, (1024,))""",
+     after="""
+import torch
+
+
+def f(x, w, b):
+    return torch.nn.functional.layer_norm(x, (1024,), w, b, eps=1e-6)""")
 rule("A2A313", "apex-norm-manual", "apex norm that cannot be rewritten for the target torch", fixes=False,
      severity=WARNING,
      why="""
@@ -102,12 +174,29 @@ rule("A2A320", "apex-clip-grad", "apex clip_grad_norm_ -> torch.nn.utils.clip_gr
      why="""
 apex.contrib.clip_grad.clip_grad_norm_ has torch's signature (its docstring calls it identical,
 with a fused kernel), and apex.fp16_utils.clip_grad_norm is the old torch alias.""",
-     before="clip_grad_norm_(model.parameters(), 1.0)",
-     after="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)")
+     before="""
+from apex.contrib.clip_grad import clip_grad_norm_
+
+
+def clip(model):
+    clip_grad_norm_(model.parameters(), 1.0)""",
+     after="""
+import torch
+
+
+def clip(model):
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)""")
 rule("A2A321", "to-python-float", "apex.fp16_utils.to_python_float(x) -> x.item()", fixes=True, severity=FIX,
      why="to_python_float(t) returned t.item() for tensors (t[0] for pre-0.4 tensors).",
-     before="losses.update(to_python_float(reduced_loss), n)",
-     after="losses.update(reduced_loss.item(), n)")
+     before="""
+from apex.fp16_utils import to_python_float
+
+
+def log(losses, reduced_loss, n):
+    losses.update(to_python_float(reduced_loss), n)""",
+     after="""
+def log(losses, reduced_loss, n):
+    losses.update(reduced_loss.item(), n)""")
 rule("A2A322", "apex-module-no-twin", "apex module with no native torch twin", fixes=False, severity=WARNING,
      why="""
 apex.contrib modules (xentropy, focal_loss, group_norm, groupbn, bottleneck, multihead_attn, fmha,
@@ -121,7 +210,12 @@ rule("A2A323", "apex-subclass-manual", "class derived from an apex optimizer or 
 A subclass of an apex fused optimizer (or of FusedRMSNorm) inherits apex's defaults; giving it the
 torch base would silently change them (weight_decay, eps). Change the base by hand and pass the apex
 defaults explicitly in super().__init__().""",
-     before="class MyAdam(FusedAdam): ...",
+     before="""
+from apex.optimizers import FusedAdam
+
+
+class MyAdam(FusedAdam):
+    pass""",
      after="class MyAdam(torch.optim.AdamW):  # pass weight_decay=0.0 explicitly")
 
 # -- name resolution -----------------------------------------------------------------------------

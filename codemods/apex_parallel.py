@@ -99,7 +99,12 @@ rule("A2A202", "apex-ddp-manual", "apex DistributedDataParallel call that cannot
 Some apex DDP calls have no mechanical torch equivalent: gradient_average=False (sum instead of mean:
 register a comm hook that sums), shared_param, **kwargs the tool cannot see, extra positional arguments,
 or a name bound to apex's DDP in one import and to torch's in another. The call is left as it is.""",
-     before="model = DDP(model, gradient_average=False)",
+     before="""
+from apex.parallel import DistributedDataParallel as DDP
+
+
+def wrap(model):
+    return DDP(model, gradient_average=False)""",
      after="""
 model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
 model.register_comm_hook(None, sum_allreduce_hook)  # your hook: all_reduce without dividing""")
@@ -112,9 +117,14 @@ torch DDP has no disable_allreduce/enable_allreduce. Wrap the backward passes th
 apex DDP (its constructor and import are not rewritten): a torch DDP there would fail at the first
 toggle. Rerun apex2amp once the toggles are gone.""",
      before="""
-model.disable_allreduce()
-loss.backward()
-model.enable_allreduce()""",
+from apex.parallel import DistributedDataParallel as DDP
+
+
+def step(model, loss):
+    model = DDP(model)
+    model.disable_allreduce()
+    loss.backward()
+    model.enable_allreduce()""",
      after="""
 with model.no_sync():
     loss.backward()""")
@@ -124,8 +134,14 @@ rule("A2A210", "apex-syncbn-to-torch", "apex.parallel.SyncBatchNorm -> torch.nn.
      why="""
 torch.nn.SyncBatchNorm takes the same leading arguments (num_features, eps, momentum, affine,
 track_running_stats, process_group). apex's channel_last and fuse_relu have no equivalent (reported).""",
-     before="bn = apex.parallel.SyncBatchNorm(64)",
-     after="bn = torch.nn.SyncBatchNorm(64)")
+     before="""
+import apex
+
+bn = apex.parallel.SyncBatchNorm(64)""",
+     after="""
+import torch
+
+bn = torch.nn.SyncBatchNorm(64)""")
 
 rule("A2A211", "apex-convert-syncbn", "apex.parallel.convert_syncbn_model -> torch.nn.SyncBatchNorm.convert_sync_batchnorm",
      fixes=True, severity=FIX,
@@ -133,8 +149,18 @@ rule("A2A211", "apex-convert-syncbn", "apex.parallel.convert_syncbn_model -> tor
 torch.nn.SyncBatchNorm.convert_sync_batchnorm(module, process_group=None) replaces every BatchNorm*D
 with SyncBatchNorm like apex did. apex skipped InstanceNorm layers; torch does too (they are not
 _BatchNorm subclasses).""",
-     before="model = apex.parallel.convert_syncbn_model(model)",
-     after="model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)")
+     before="""
+import apex
+
+
+def prepare(model):
+    return apex.parallel.convert_syncbn_model(model)""",
+     after="""
+import torch
+
+
+def prepare(model):
+    return torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)""")
 
 rule("A2A212", "apex-syncbn-channel-last", "SyncBatchNorm channel_last / fuse_relu has no torch equivalent",
      fixes=False, severity=WARNING,
@@ -143,7 +169,12 @@ apex's SyncBatchNorm(channel_last=True) normalised over the last logical dimensi
 fused a ReLU (forward(input, z)). torch.nn.SyncBatchNorm supports neither: permute the input to
 channels-first (or use memory_format=torch.channels_last, which keeps the logical NCHW layout) and apply
 the ReLU yourself.""",
-     before="model = convert_syncbn_model(model, channel_last=True)",
+     before="""
+from apex.parallel import convert_syncbn_model
+
+
+def prepare(model):
+    return convert_syncbn_model(model, channel_last=True)""",
      after="model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)  # inputs in NCHW")
 
 rule("A2A213", "apex-syncbn-process-group", "apex.parallel.create_syncbn_process_group -> helper on dist.new_group",
@@ -152,15 +183,49 @@ rule("A2A213", "apex-syncbn-process-group", "apex.parallel.create_syncbn_process
 torch has no create_syncbn_process_group. The tool adds a small helper `syncbn_process_group(group_size)`
 to the file that builds the same groups of consecutive ranks with torch.distributed.new_group (every rank
 must call it, as with apex) and returns this rank's group, None for group_size 0.""",
-     before="group = create_syncbn_process_group(args.group_size)",
-     after="group = syncbn_process_group(args.group_size)")
+     before="""
+from apex.parallel import create_syncbn_process_group
+
+
+def groups(args):
+    return create_syncbn_process_group(args.group_size)""",
+     after='''
+import torch
+
+
+def syncbn_process_group(group_size):
+    """apex.parallel.create_syncbn_process_group on torch.distributed (added by apex2amp).
+
+    Splits the world into consecutive groups of `group_size` ranks and returns this rank's group
+    (None when group_size is 0: SyncBatchNorm then syncs over the whole world). Call it on every rank.
+    """
+    if group_size == 0:
+        return None
+    world_size = torch.distributed.get_world_size()
+    assert world_size >= group_size and world_size % group_size == 0
+    group = None
+    for group_num in range(world_size // group_size):
+        ranks = list(range(group_num * group_size, (group_num + 1) * group_size))
+        new_group = torch.distributed.new_group(ranks=ranks)
+        if torch.distributed.get_rank() // group_size == group_num:
+            group = new_group
+    return group
+
+
+def groups(args):
+    return syncbn_process_group(args.group_size)''')
 
 rule("A2A220", "apex-larc", "apex.parallel.LARC has no torch equivalent",
      fixes=False, severity=WARNING,
      why="""
 LARC (layer-wise adaptive rate clipping) wraps an optimizer; torch has no such wrapper. Vendor the
 ~100-line class from apex 25.05 (BSD licence) into your project or keep apex <= 25.05 installed.""",
-     before="optimizer = LARC(optimizer, trust_coefficient=0.02)",
+     before="""
+from apex.parallel.LARC import LARC
+
+
+def wrap(optimizer):
+    return LARC(optimizer, trust_coefficient=0.02)""",
      after="optimizer = LARC(optimizer, trust_coefficient=0.02)  # LARC vendored in my_project/larc.py")
 
 rule("A2A221", "apex-reducer", "apex.parallel.Reducer -> all_reduce by hand",
@@ -169,8 +234,12 @@ rule("A2A221", "apex-reducer", "apex.parallel.Reducer -> all_reduce by hand",
 apex's Reducer all-reduced and averaged gradients when .reduce() was called. Replace it with a loop of
 torch.distributed.all_reduce over the gradients followed by a division by the world size, or with DDP.""",
      before="""
-reducer = Reducer(model)
-reducer.reduce()""",
+from apex.parallel import Reducer
+
+
+def sync(model):
+    reducer = Reducer(model)
+    reducer.reduce()""",
      after="""
 for p in model.parameters():
     if p.grad is not None:
@@ -189,7 +258,9 @@ rule("A2A223", "apex-multiproc", "apex.parallel.multiproc launcher -> torchrun",
 `python -m apex.parallel.multiproc main.py` started one process per GPU and appended
 `--world-size N --rank i` to each one's arguments. Launch with `torchrun --nproc_per_node=gpu main.py`
 instead and read RANK / WORLD_SIZE / LOCAL_RANK from the environment.""",
-     before="python -m apex.parallel.multiproc main.py --epochs 90",
+     before="""
+#!/bin/bash
+python -m apex.parallel.multiproc main.py --epochs 90""",
      after="torchrun --standalone --nproc_per_node=gpu main.py --epochs 90")
 
 

@@ -39,8 +39,14 @@ rule("A2A151", "cuda-gradscaler-to-torch-amp", "`torch.cuda.amp.GradScaler(...)`
      why="""
 `torch.cuda.amp.GradScaler(...)` is exactly `torch.amp.GradScaler("cuda", ...)` (torch >= 2.3) and warns
 from torch 2.4 on. With `--min-torch` below 2.3 the old spelling is kept.""",
-     before="scaler = torch.cuda.amp.GradScaler(init_scale=1024)",
-     after='scaler = torch.amp.GradScaler("cuda", init_scale=1024)')
+     before="""
+import torch
+
+scaler = torch.cuda.amp.GradScaler(init_scale=1024)""",
+     after="""
+import torch
+
+scaler = torch.amp.GradScaler("cuda", init_scale=1024)""")
 
 rule("A2A152", "cuda-custom-fwd-to-torch-amp", "`torch.cuda.amp.custom_fwd/custom_bwd` -> `torch.amp.custom_fwd/custom_bwd(device_type=\"cuda\")`",
      fixes=True, severity=FIX,
@@ -48,11 +54,23 @@ rule("A2A152", "cuda-custom-fwd-to-torch-amp", "`torch.cuda.amp.custom_fwd/custo
 torch 2.4 moved `custom_fwd`/`custom_bwd` to `torch.amp` with a required keyword `device_type`. The
 bare decorator form becomes a call with `device_type="cuda"`.""",
      before="""
-@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)
-def forward(ctx, x): ...""",
+import torch
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    @torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)
+    def forward(ctx, x):
+        return x * 2""",
      after="""
-@torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
-def forward(ctx, x): ...""")
+import torch
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    def forward(ctx, x):
+        return x * 2""")
 
 rule("A2A153", "cuda-amp-name-not-called", "deprecated `torch.cuda.amp` name used without a call: migrate by hand",
      fixes=False, severity=WARNING,

@@ -17,14 +17,48 @@ Autocast stays around forward and loss. Where autocast is switched by a flag, th
 parameters: a construction before the wrap moves after it. `DDP`'s arguments (`device_ids`,
 `output_device`, `broadcast_buffers`) go: FSDP2 places the shards on the device mesh.""",
      before="""
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-model = DDP(model, device_ids=[local_rank])""",
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main(model, loader):
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    model = model.cuda()
+    model = DDP(model, device_ids=[local_rank])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""",
      after="""
-mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-for block in model.layers:
-    fully_shard(block, mp_policy=mp_policy)
-fully_shard(model, mp_policy=mp_policy)
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)""")
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+def main(model, loader):
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    model = model.cuda()
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)
+    fully_shard(model, mp_policy=mp_policy)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 rule("A2A802", "fsdp2-single-process", "single-process training: FSDP needs a process group, code left as it is",
      fixes=False, severity=WARNING,
@@ -34,8 +68,19 @@ DDP wrap, no `init_process_group`) has nothing to shard across: `--target fsdp2`
 target (autocast + GradScaler). Launch it under torchrun with a process group and a DDP wrap first, or
 run the default target.""",
      before="""
-model = Net().cuda()
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)""",
+import torch
+
+
+def main(model, loader):
+    model = model.cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""",
      after="""
 # unchanged: A2A802 at the optimizer""")
 

@@ -33,7 +33,14 @@ Under fp16 autocast every matmul output (attention scores) is fp16, whose range 
 masked_fill(mask, -1e9) then raises "value cannot be converted to type c10::Half without overflow",
 and an additive mask `scores + mask * -1e9` silently becomes -inf (and 0 * -inf is NaN). Use
 torch.finfo(scores.dtype).min, or -1e4, which fits fp16.""",
-     before="scores = scores.masked_fill(mask == 0, -1e9)",
+     before="""
+import torch
+
+
+def attend(scores, mask):
+    with torch.autocast("cuda", dtype=torch.float16):
+        scores = scores.masked_fill(mask == 0, -1e9)
+    return scores""",
      after="scores = scores.masked_fill(mask == 0, torch.finfo(scores.dtype).min)")
 rule("A2A602", "fp16-tiny-eps", "epsilon that vanishes or overflows in fp16", fixes=False, severity=WARNING,
      why="""
@@ -48,7 +55,17 @@ rule("A2A603", "bce-under-autocast", "BCELoss / binary_cross_entropy in an autoc
 torch.nn.BCELoss and F.binary_cross_entropy raise inside a CUDA autocast region ("unsafe to autocast")
 and apex O1 banned them. Feed logits to BCEWithLogitsLoss / binary_cross_entropy_with_logits (drop the
 sigmoid), or compute the loss outside autocast on .float() inputs.""",
-     before="criterion = nn.BCELoss()\nloss = criterion(torch.sigmoid(logits), y)",
+     before="""
+import torch
+from torch import nn
+
+
+def step(model, x, y):
+    criterion = nn.BCELoss()
+    with torch.autocast("cuda", dtype=torch.float16):
+        logits = model(x)
+        loss = criterion(torch.sigmoid(logits), y)
+    return loss""",
      after="criterion = nn.BCEWithLogitsLoss()\nloss = criterion(logits, y)")
 rule("A2A604", "fp16-cast-left", ".half() / float16 cast left in mixed-precision code", fixes=False,
      severity=WARNING,
@@ -59,14 +76,35 @@ GradScaler raises "Attempting to unscale FP16 gradients" for fp16 parameters. `.
 code may keep them deliberately: add `# apex2amp: ignore[A2A604]`). Casts that are plainly on purpose
 are not reported: a round trip (`model.half().float()`) and one side of a precision switch
 (`model.half() if fp16 else model.float()`).""",
-     before="model = model.cuda().half()\nimages = images.half()",
+     before="""
+import torch
+
+
+def train(model, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    model = model.cuda().half()
+    for images, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(images.half()).mean()
+        scaler.scale(loss).backward()""",
      after="model = model.cuda()")
 rule("A2A605", "nonfinite-check-scaled", "isnan / isinf check on a scaled loss", fixes=False, severity=WARNING,
      why="""
 The scaled loss (scaler.scale(loss), apex's scaled_loss) overflows by design on some steps; GradScaler
 skips those steps itself. Checking it for NaN/inf (and skipping or aborting) fires on harmless
 overflow steps. Check the unscaled loss instead.""",
-     before="if torch.isnan(scaler.scale(loss)): raise RuntimeError('nan')",
+     before="""
+import torch
+
+
+def step(model, optimizer, scaler, x):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(x).mean()
+    if torch.isnan(scaler.scale(loss)):
+        raise RuntimeError("nan")
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()""",
      after="if torch.isnan(loss): raise RuntimeError('nan')")
 rule("A2A606", "clip-before-unscale", "gradient clipping between scaler.scale().backward() and scaler.step() without unscale_",
      fixes=False, severity=WARNING,
@@ -74,7 +112,18 @@ rule("A2A606", "clip-before-unscale", "gradient clipping between scaler.scale().
 Until scaler.unscale_(optimizer) the gradients are multiplied by the loss scale (65536 at start), so
 clip_grad_norm_(..., max_norm) clips far too hard (the effective max norm shrinks by the scale) and a
 grad-norm log is scaled. Call scaler.unscale_(optimizer) once right before the clip.""",
-     before="scaler.scale(loss).backward()\nclip_grad_norm_(model.parameters(), 1.0)\nscaler.step(optimizer)",
+     before="""
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+
+def step(model, optimizer, scaler, x):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(x).mean()
+    scaler.scale(loss).backward()
+    clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()""",
      after="scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\nclip_grad_norm_(model.parameters(), 1.0)\n"
            "scaler.step(optimizer)")
 

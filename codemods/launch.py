@@ -45,8 +45,33 @@ torchrun starts one process per device itself and tells each its LOCAL_RANK, RAN
 the environment, so the in-script mp.spawn goes: the spawned function is called once, in every torchrun
 process, with the local rank mp.spawn used to pass. Launch the script with the torchrun line apex2amp
 prints (e.g. `torchrun --standalone --nproc_per_node=gpu main.py ...`).""",
-     before="mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))",
-     after='main_worker(int(os.environ["LOCAL_RANK"]), ngpus_per_node, args)')
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    dist.init_process_group(backend="nccl", init_method="env://")
+    train(gpu, args)
+
+
+def main(args):
+    ngpus_per_node = 2
+    mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))""",
+     after="""
+import os
+
+import torch.distributed as dist
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    dist.init_process_group(backend="nccl", init_method="env://")
+    train(gpu, args)
+
+
+def main(args):
+    ngpus_per_node = int(os.environ["LOCAL_WORLD_SIZE"])
+    main_worker(int(os.environ["LOCAL_RANK"]), ngpus_per_node, args)""")
 
 rule("A2A402", "init-process-group-env", "init_process_group(init_method=..., rank=..., world_size=...) -> env:// of torchrun",
      fixes=True, severity=FIX,
@@ -55,8 +80,38 @@ Under torchrun, MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE are in the environ
 init_process_group's default env:// reads them. An explicit tcp:// URL or a rank computed by hand would
 fight torchrun's rendezvous, so they are dropped where torchrun supplies the same values. Running the
 script without torchrun now needs those variables set.""",
-     before="dist.init_process_group(backend='nccl', init_method=args.dist_url, world_size=args.world_size, rank=args.rank)",
-     after="dist.init_process_group(backend='nccl')")
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    args.rank = args.rank * ngpus_per_node + gpu
+    dist.init_process_group(backend="nccl", init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+    train(gpu, args)
+
+
+def main(args):
+    ngpus_per_node = 2
+    args.world_size = ngpus_per_node * args.world_size
+    mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))""",
+     after="""
+import os
+
+import torch.distributed as dist
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    dist.init_process_group(backend="nccl")
+    train(gpu, args)
+
+
+def main(args):
+    ngpus_per_node = 2
+    args.world_size = int(os.environ["WORLD_SIZE"])
+    args.rank = int(os.environ["RANK"])
+    ngpus_per_node = int(os.environ["LOCAL_WORLD_SIZE"])
+    main_worker(int(os.environ["LOCAL_RANK"]), ngpus_per_node, args)""")
 
 rule("A2A403", "master-addr-port", "hard-coded os.environ['MASTER_ADDR'/'MASTER_PORT'] removed",
      fixes=True, severity=FIX,
@@ -64,8 +119,37 @@ rule("A2A403", "master-addr-port", "hard-coded os.environ['MASTER_ADDR'/'MASTER_
 torchrun sets MASTER_ADDR and MASTER_PORT; overriding them in the script breaks its rendezvous (with
 --standalone the store lives on torchrun's own free port). Pass --master_addr/--master_port to torchrun
 for multi-node runs instead.""",
-     before='os.environ["MASTER_ADDR"] = "localhost"\nos.environ["MASTER_PORT"] = "12355"',
-     after="")
+     before="""
+import os
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(rank, world_size):
+    os.environ["MASTER_ADDR"] = "localhost"
+    os.environ["MASTER_PORT"] = "12355"
+    dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=world_size)
+    train(rank)
+
+
+def main():
+    world_size = 2
+    mp.spawn(worker, args=(world_size,), nprocs=world_size)""",
+     after="""
+import os
+
+import torch.distributed as dist
+
+
+def worker(rank, world_size):
+    dist.init_process_group("nccl")
+    train(rank)
+
+
+def main():
+    world_size = int(os.environ["WORLD_SIZE"])
+    worker(int(os.environ["LOCAL_RANK"]), world_size)""")
 
 rule("A2A404", "rank-world-size-from-env", "rank / world size arithmetic -> torchrun's RANK / WORLD_SIZE",
      fixes=True, severity=FIX,
@@ -73,8 +157,38 @@ rule("A2A404", "rank-world-size-from-env", "rank / world size arithmetic -> torc
 With mp.spawn the script computed the global rank (`node_rank * ngpus_per_node + local_index`) and the
 world size (`ngpus_per_node * nnodes`) itself. torchrun computes both and exports RANK and WORLD_SIZE,
 and LOCAL_WORLD_SIZE for the processes per node.""",
-     before="args.world_size = ngpus_per_node * args.world_size\n...\nargs.rank = args.rank * ngpus_per_node + gpu",
-     after='args.world_size = int(os.environ["WORLD_SIZE"])\nargs.rank = int(os.environ["RANK"])')
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    args.rank = args.rank * ngpus_per_node + gpu
+    dist.init_process_group(backend="nccl", init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+    train(gpu, args)
+
+
+def main(args):
+    ngpus_per_node = 2
+    args.world_size = ngpus_per_node * args.world_size
+    mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))""",
+     after="""
+import os
+
+import torch.distributed as dist
+
+
+def main_worker(gpu, ngpus_per_node, args):
+    dist.init_process_group(backend="nccl")
+    train(gpu, args)
+
+
+def main(args):
+    ngpus_per_node = 2
+    args.world_size = int(os.environ["WORLD_SIZE"])
+    args.rank = int(os.environ["RANK"])
+    ngpus_per_node = int(os.environ["LOCAL_WORLD_SIZE"])
+    main_worker(int(os.environ["LOCAL_RANK"]), ngpus_per_node, args)""")
 
 rule("A2A405", "pre-spawn-code-every-rank", "code before the old mp.spawn now runs in every torchrun process",
      fixes=False, severity=WARNING,
@@ -83,8 +197,34 @@ Under mp.spawn, code before the spawn ran once, in the parent. Under torchrun th
 every process, so downloads, dataset preparation or file writes before the old spawn now run N times at
 once. Guard them: `if int(os.environ["RANK"]) == 0: prepare()` followed by `dist.barrier()` after
 init_process_group (or run them before launching).""",
-     before="download_dataset(root)\nmp.spawn(train, nprocs=n)",
-     after='if int(os.environ["RANK"]) == 0:\n    download_dataset(root)\n...  # dist.barrier() after init_process_group')
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def train(rank, n):
+    dist.init_process_group("nccl", init_method="env://")
+    run(rank)
+
+
+def main(root, n):
+    download_dataset(root)
+    mp.spawn(train, args=(n,), nprocs=n)""",
+     after="""
+import os
+
+import torch.distributed as dist
+
+
+def train(rank, n):
+    dist.init_process_group("nccl", init_method="env://")
+    run(rank)
+
+
+def main(root, n):
+    download_dataset(root)
+    n = int(os.environ["LOCAL_WORLD_SIZE"])
+    train(int(os.environ["LOCAL_RANK"]), n)""")
 
 rule("A2A412", "local-rank-as-global-rank", "the worker's process index, now LOCAL_RANK, read as the global rank",
      fixes=False, severity=WARNING,
@@ -96,8 +236,39 @@ shards overlap and every node's first process logs and saves. Use `dist.get_rank
 `int(os.environ["RANK"])`) for those, and keep the local rank for the device. The worker's index is
 followed into the functions of the same module it is passed to (`train(args, gpu)`); a worker that
 computes its global rank (`node_rank * ngpus + gpu`) is not reported.""",
-     before="sampler = DistributedSampler(dataset, rank=rank)\nif rank == 0:\n    save(model)",
-     after="sampler = DistributedSampler(dataset, rank=dist.get_rank())\nif dist.get_rank() == 0:\n    save(model)")
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data.distributed import DistributedSampler
+
+
+def worker(rank, world_size, dataset):
+    dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=world_size)
+    sampler = DistributedSampler(dataset, rank=rank)
+    if rank == 0:
+        save()
+
+
+def main(dataset):
+    world_size = 2
+    mp.spawn(worker, args=(world_size, dataset), nprocs=world_size)""",
+     after="""
+import os
+
+import torch.distributed as dist
+from torch.utils.data.distributed import DistributedSampler
+
+
+def worker(rank, world_size, dataset):
+    dist.init_process_group("nccl")
+    sampler = DistributedSampler(dataset, rank=rank)
+    if rank == 0:
+        save()
+
+
+def main(dataset):
+    world_size = int(os.environ["WORLD_SIZE"])
+    worker(int(os.environ["LOCAL_RANK"]), world_size, dataset)""")
 
 rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatically",
      fixes=False, severity=WARNING,
@@ -110,7 +281,18 @@ apex2amp cannot match to torchrun's RANK / WORLD_SIZE (A2A409 names it): convert
 the init would start processes that disagree about their ranks, while the mp.spawn program still
 works as it is. Call the function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group
 read env://, and launch with torchrun.""",
-     before="ctx = mp.spawn(fn, nprocs=n, join=False)",
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def fn(rank):
+    dist.init_process_group("nccl", init_method="env://")
+
+
+def main(n):
+    ctx = mp.spawn(fn, nprocs=n, join=False)
+    ctx.join()""",
      after='fn(int(os.environ["LOCAL_RANK"]))  # launched by torchrun --nproc_per_node=n')
 
 rule("A2A407", "spawn-not-distributed", "mp.spawn for work that never calls init_process_group is left alone",
@@ -119,7 +301,16 @@ rule("A2A407", "spawn-not-distributed", "mp.spawn for work that never calls init
 The spawned function never calls init_process_group (directly or through functions of this file), so this
 spawn is process-level parallelism (data preparation, evaluation workers), not a distributed training
 launch. It stays as it is.""",
-     before="mp.spawn(preprocess_shard, nprocs=8)",
+     before="""
+import torch.multiprocessing as mp
+
+
+def preprocess_shard(i):
+    convert(i)
+
+
+if __name__ == "__main__":
+    mp.spawn(preprocess_shard, nprocs=8)""",
      after="mp.spawn(preprocess_shard, nprocs=8)")
 
 rule("A2A408", "local-rank-argument", "--local_rank argument -> also --local-rank, default from LOCAL_RANK",
@@ -128,8 +319,17 @@ rule("A2A408", "local-rank-argument", "--local_rank argument -> also --local-ran
 torch.distributed.launch passed --local_rank=N (and --local-rank=N since torch 2.0, which parsers that only
 know --local_rank reject); torchrun passes nothing and sets LOCAL_RANK. The argument now accepts both
 spellings and defaults to the environment, keeping the old default (-1 stays -1 when LOCAL_RANK is unset).""",
-     before='parser.add_argument("--local_rank", type=int, default=-1)',
-     after='parser.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", -1)))')
+     before="""
+import argparse
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=-1)""",
+     after="""
+import argparse
+import os
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", -1)))""")
 
 rule("A2A409", "init-process-group-manual", "init_process_group arguments torchrun may not match",
      fixes=False, severity=WARNING,
@@ -137,7 +337,17 @@ rule("A2A409", "init-process-group-manual", "init_process_group arguments torchr
 The spawn was converted, but this init_process_group passes a rank, world size or init_method that the
 tool cannot show equal to torchrun's RANK / WORLD_SIZE. Check them: under torchrun call
 init_process_group(backend) and let env:// read the environment.""",
-     before="dist.init_process_group('nccl', init_method=url, rank=my_rank(), world_size=ws)",
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def worker(gpu, url, ws):
+    dist.init_process_group("nccl", init_method=url, rank=my_rank(), world_size=ws)
+
+
+def main(url, ws):
+    mp.spawn(worker, args=(url, ws), nprocs=ws)""",
      after="dist.init_process_group('nccl')")
 
 rule("A2A410", "launch-script-torchrun", "python -m torch.distributed.launch -> torchrun in shell/launch files",
@@ -146,15 +356,22 @@ rule("A2A410", "launch-script-torchrun", "python -m torch.distributed.launch -> 
 torch.distributed.launch is deprecated in favour of torchrun, which always behaves like --use_env (it sets
 LOCAL_RANK and passes no --local_rank). The launcher flags --nproc_per_node, --nnodes, --node_rank,
 --master_addr and --master_port keep their meaning; --use_env is dropped.""",
-     before="python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py --epochs 90",
-     after="torchrun --nproc_per_node=8 train.py --epochs 90")
+     before="""
+#!/bin/bash
+python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py --epochs 90""",
+     after="""
+#!/bin/bash
+torchrun --nproc_per_node=8 train.py --epochs 90""")
 
 rule("A2A411", "launch-command-in-docs", "torch.distributed.launch / mp launch command in documentation",
      fixes=False, severity=INFO,
      why="""
 A README or other documentation shows a launch with python -m torch.distributed.launch (or
 apex.parallel.multiproc). Documentation is never rewritten: update the command to torchrun by hand.""",
-     before="python -m torch.distributed.launch --nproc_per_node=4 train.py",
+     before="""
+Train on 4 GPUs:
+
+    python -m torch.distributed.launch --nproc_per_node=4 train.py""",
      after="torchrun --nproc_per_node=4 train.py")
 
 rule("A2A420", "plain-python-launch-of-torchrun-script", "`python SCRIPT.py` of a script migrated to torchrun",
@@ -180,7 +397,19 @@ and init_method are in a file this one cannot show, and converting only the laun
 fighting torchrun's. Convert both by hand: call the worker with int(os.environ["LOCAL_RANK"]), let the
 helper's init_process_group read env:// (drop init_method, rank, world_size and MASTER_ADDR/PORT), and
 launch with the torchrun line the finding names.""",
-     before="mp.spawn(worker, args=(world_size,), nprocs=world_size)  # worker calls utils.setup(rank, ws)",
+     before="""
+import torch.multiprocessing as mp
+
+import utils
+
+
+def worker(rank, world_size):
+    utils.setup(rank, world_size)
+    train(rank)
+
+
+def main(world_size):
+    mp.spawn(worker, args=(world_size,), nprocs=world_size)""",
      after='worker(int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))  # torchrun --nproc_per_node=N')
 
 

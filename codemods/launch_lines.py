@@ -36,7 +36,8 @@ A config file (CI workflow, job or sweep definition: YAML, INI, .cfg) holds a la
 `python -m torch.distributed.launch`. Config files are not rewritten (their quoting and templating are
 their own): replace the command with the torchrun line the finding shows; torchrun sets LOCAL_RANK
 instead of passing --local_rank and rejects --use_env.""",
-    before="command: python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py",
+    before="""
+command: python -m torch.distributed.launch --nproc_per_node=8 --use_env train.py""",
     after="command: torchrun --nproc_per_node=8 train.py")
 
 _PLAIN = re.compile(r"(?<![\w/$.-])python(?:3(?:\.\d+)?)?\s+-m\s+torch\.distributed\.launch\b")

@@ -36,17 +36,32 @@ the model fp32, runs forward + loss under torch.autocast, and scales with GradSc
 optimizer.backward(loss) -> scaler.scale(loss).backward(); clip_master_grads(n) -> scaler.unscale_ +
 clip_grad_norm_; optimizer.step() -> scaler.step(optimizer); scaler.update(). The dynamic scaler is
 matched (init_scale=2**32, growth_interval=1000); a static scale is approximated (see A2A503).""",
-     before="""model = network_to_half(model)
-optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)
-loss = criterion(model(x), y)
-optimizer.backward(loss)
-optimizer.step()""",
-     after="""scaler = torch.amp.GradScaler("cuda", init_scale=2.0**32, growth_interval=1000)
-with torch.autocast("cuda", dtype=torch.float16):
-    loss = criterion(model(x), y)
-scaler.scale(loss).backward()
-scaler.step(optimizer)
-scaler.update()""")
+     before="""
+import torch
+from apex.fp16_utils import FP16_Optimizer, network_to_half
+
+
+def train(model, optimizer, loader, criterion):
+    model = network_to_half(model)
+    optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        optimizer.backward(loss)
+        optimizer.step()""",
+     after="""
+import torch
+
+
+def train(model, optimizer, loader, criterion):
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**32, growth_interval=1000)
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 rule("A2A502", "fp16-optimizer-manual", "FP16_Optimizer / fp16_utils usage that is not rewritten automatically",
      fixes=False, severity=WARNING,
      why="""
@@ -63,16 +78,64 @@ rule("A2A503", "static-loss-scale", "static loss scale approximated by GradScale
 GradScaler has no static mode: it always skips a step whose gradients overflow and halves the scale,
 whereas a static scale never skips. init_scale=S with growth_interval=2**30 keeps the scale at S
 until an overflow happens.""",
-     before="FP16_Optimizer(opt, static_loss_scale=128.0)",
-     after="torch.amp.GradScaler(\"cuda\", init_scale=128.0, growth_interval=2**30)")
+     before="""
+import torch
+from apex.fp16_utils import FP16_Optimizer, network_to_half
+
+
+def train(model, optimizer, loader, criterion):
+    model = network_to_half(model)
+    optimizer = FP16_Optimizer(optimizer, static_loss_scale=128.0)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        optimizer.backward(loss)
+        optimizer.step()""",
+     after="""
+import torch
+
+
+def train(model, optimizer, loader, criterion):
+    scaler = torch.amp.GradScaler("cuda", init_scale=128.0, growth_interval=2**30)
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 rule("A2A504", "fp16-model-cast-removed", "fp16 model cast removed (the model stays fp32 under autocast)",
      fixes=True, severity=FIX,
      why="""
 GradScaler refuses fp16 gradients, and autocast picks fp16 per op, so network_to_half(model),
 FP16Model(model), model.half() and BN_convert_float(...) go. network_to_half wrapped the model in
 nn.Sequential(tofp16(), model): state dict keys lose their "1." prefix.""",
-     before="model = network_to_half(model)",
-     after="")
+     before="""
+import torch
+from apex.fp16_utils import FP16_Optimizer, network_to_half
+
+
+def train(model, optimizer, loader, criterion):
+    model = network_to_half(model)
+    optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        optimizer.backward(loss)
+        optimizer.step()""",
+     after="""
+import torch
+
+
+def train(model, optimizer, loader, criterion):
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**32, growth_interval=1000)
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 rule("A2A505", "fp16-optimizer-state", "FP16_Optimizer state_dict / load_state_dict format changes", fixes=False,
      severity=WARNING,
      why="""

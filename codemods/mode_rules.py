@@ -90,8 +90,18 @@ The lint reports what the module shows may not be a bool (a literal, an option d
 return such an operand); a flag parsed in another file is not reported (the rewrite itself still wraps
 whatever it cannot prove in `bool(...)`).""",
     before="""
-with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):   # --fp16 O1, default ""
-    loss = model(x).mean()""",
+import argparse
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--fp16", default="")
+
+
+def step(model, x, args):
+    with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):
+        loss = model(x).mean()
+    return loss""",
     after="""
 with torch.autocast("cuda", dtype=torch.float16, enabled=bool(args.fp16)):
     loss = model(x).mean()""")

@@ -66,7 +66,7 @@ def render() -> str:
         if r.before:
             lines += ["", "Before:", "", "```python", r.before, "```"]
         if r.after:
-            lines += ["", "After:" if r.fixes else "What to write instead:", "", "```python", r.after, "```"]
+            lines += ["", "After:", "", "```python", r.after, "```"]
     return "\n".join(lines) + "\n"
 
 

@@ -167,11 +167,10 @@ def test_python_api_rewrite_source_and_paths(tmp_path):
 
 
 def test_readme_python_api_example_runs(tmp_path):
-    """The runnable example in docs/readme/ecosystem.md works as printed."""
+    """The runnable example in docs/ecosystem.md works as printed."""
     import re
     import sys
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "readme",
-                           "ecosystem.md"), encoding="utf-8") as fh:
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "ecosystem.md"), encoding="utf-8") as fh:
         doc = fh.read()
     section = doc.split("### Python API", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
