@@ -87,7 +87,7 @@ def local_rank_arguments(state: LaunchState) -> None:
                     state.plan.replace_node[call] = call2
                     state.need_os = True
                     state.ctx.report(call, "A2A408", "--local_rank accepts --local-rank too and defaults to "
-                                    "LOCAL_RANK (torchrun)", fixed=True)
+                                     "LOCAL_RANK (torchrun)", fixed=True)
                     continue
                 replace[call.args.index(default)] = default.with_changes(value=parse_expr(expr))
             else:
@@ -96,9 +96,9 @@ def local_rank_arguments(state: LaunchState) -> None:
                     value=parse_expr(f'int(os.environ.get("LOCAL_RANK", {old}))'))
             state.need_os = True
         state.plan.replace_node[call] = edit_args(call, drop=drop, replace=replace, insert_after=insert_after,
-                                                 new=new_args)
+                                                  new=new_args)
         state.ctx.report(call, "A2A408", "--local_rank accepts --local-rank too and defaults to LOCAL_RANK "
-                        f"(torchrun){note}", fixed=True)
+                         f"(torchrun){note}", fixed=True)
 
 
 def local_index_as_rank(state: LaunchState, fdef: cst.FunctionDef, local_param: str, rank_worker: Set[str]) -> None:
@@ -144,5 +144,5 @@ def report_local_rank(state: LaunchState, node: cst.CSTNode, local_param: str,
                       handed_by: Optional[str] = None) -> None:
     origin = f" (the process index `{handed_by}` hands on)" if handed_by else ""
     state.ctx.report(node, "A2A412", f"`{local_param}`{origin} is torchrun's LOCAL_RANK now, the same on every "
-                    "node: for sampler shards and rank-0 gates use `dist.get_rank()` (or RANK) when you run on "
-                    "more than one node")
+                     "node: for sampler shards and rank-0 gates use `dist.get_rank()` (or RANK) when you run on "
+                     "more than one node")

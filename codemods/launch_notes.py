@@ -105,8 +105,8 @@ def pre_spawn_code(state: LaunchState, line: cst.SimpleStatementLine, scope: cst
         work.sort(key=state.line)
         lines = ", ".join(str(state.line(w)) for w in work)
         state.ctx.report(work[0], "A2A405", f"code before the old mp.spawn (line {lines}) now runs in every "
-                        "torchrun process: guard downloads/dataset preparation with "
-                        "`if int(os.environ['RANK']) == 0:` and a dist.barrier()")
+                         "torchrun process: guard downloads/dataset preparation with "
+                         "`if int(os.environ['RANK']) == 0:` and a dist.barrier()")
 
 
 def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, master: Dict[str, str]) -> None:
