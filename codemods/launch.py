@@ -12,8 +12,9 @@
 
 This module is the codemod: it builds the file's `LaunchState` (codemods/launch_state.py) and runs the
 steps, each in its own module: the spawn site (launch_site.py), the worker rewrite (launch_worker.py),
-init_process_group (launch_init.py), --local_rank and the local rank (launch_local_rank.py), and the
-torchrun notes (launch_notes.py).
+init_process_group (launch_init.py) and the helpers the worker hands its rank and world size to
+(launch_helpers.py), --local_rank and the local rank (launch_local_rank.py), and the torchrun notes
+(launch_notes.py).
 """
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatic
      why="""
 join=False (the ProcessContext is used), a start method other than spawn, start_processes, a spawned
 function defined in another module (or passed in as a parameter when the helper's call sites in this
-file do not all pass the same function), or a spawn whose result is used cannot be mapped to torchrun
+file do not all pass the same function), a worker that joins the process group in the methods of a
+class it creates, or a spawn whose result is used cannot be mapped to torchrun
 mechanically. Nor can a spawn whose function joins the process group with a rank or world size that
 apex2amp cannot match to torchrun's RANK / WORLD_SIZE (A2A409 names it): converting the launch but not
 the init would start processes that disagree about their ranks, while the mp.spawn program still
@@ -139,6 +140,14 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
                        f"and launch with torchrun --nproc_per_node={nproc_value(state, sp, state.module, 0)} "
                        f"{ctx.path} ...")
             return None
+        held = class_joining(state, reach)
+        if held is not None:
+            ctx.report(call, "A2A406", f"{fn_name} creates {held.name.value}, whose code calls "
+                       "init_process_group (methods are not followed): call the worker with "
+                       "int(os.environ['LOCAL_RANK']), make that init_process_group read env:// (no "
+                       "init_method/rank/world_size), and launch with torchrun "
+                       f"--nproc_per_node={nproc_value(state, sp, state.module, 0)} {ctx.path} ...")
+            return None
         ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
                    "distributed launch and stays")
         return None
@@ -239,3 +248,15 @@ def function_passed_in(state: LaunchState, call: cst.Call, param: str) -> Option
     if sites == 0 or len(passed) != 1:
         return None
     return state.funcs.get(passed.pop())
+
+
+def class_joining(state: LaunchState, reach: List[cst.FunctionDef]) -> Optional[cst.ClassDef]:
+    """A class of this module that the worker (or a helper it calls) instantiates and whose code calls
+    init_process_group: `trainer = Trainer(rank, world_size)` with the init in `Trainer.__init__`."""
+    classes = {s.name.value: s for s in state.module.body if isinstance(s, cst.ClassDef)}
+    for f in reach:
+        for c in state.calls_in(f):
+            cls = classes.get(c.func.value) if isinstance(c.func, cst.Name) else None
+            if cls is not None and any(state.table.refers_to(i.func, *INIT_PG) for i in state.calls_in(cls)):
+                return cls
+    return None

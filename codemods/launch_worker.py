@@ -14,6 +14,7 @@ import libcst as cst
 from . import launch_shapes
 from .base import FIX, rule
 from .launch_exprs import env, has_effects, is_rank_arithmetic, names_world_size, translate
+from .launch_helpers import handed_to_helpers, visible_in
 from .launch_init import init_call
 from .launch_local_rank import local_index_as_rank
 from .launch_notes import launch_note, nproc_value, pre_spawn_code
@@ -74,20 +75,33 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
             state.plan.replace_node[value] = env("WORLD_SIZE")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
     world_worker = {translate(w, mapping) for w in world_main}
+    bound_in: Dict[str, Set[int]] = {}  # plain name -> the functions where it holds the rank / world size
+    for w in world_main:
+        if w in mapping:
+            bound_in.setdefault(mapping[w], set()).add(id(fdef))
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Attribute):
         # `nprocs=args.world_size` with `args` passed on: the worker's `args.world_size` is the count
         head = (dotted_name(sp.nprocs.value) or "").split(".")[0]
         if head in mapping:
             world_worker.add(translate(norm_code(sp.nprocs.value), mapping))
     nprocs_role = None
+    world_handed: Dict[int, Set[str]] = {}
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) and sp.nprocs.value.value in mapping:
         wparam = mapping[sp.nprocs.value.value]
-        as_world = any(norm_code(a.value) == wparam for c in inits for a in c.args
+        handed = handed_to_helpers(state, fdef, reach, {wparam})  # `setup(gpu, ngpus)`: setup's world_size
+
+        def counts(c: cst.Call, arg: cst.Arg) -> bool:
+            home = state.index.enclosing_function(c)
+            return norm_code(arg.value) in ({wparam} if home is fdef else handed.get(id(home), set()))
+
+        as_world = any(counts(c, a) for c in inits for a in c.args
                        if a.keyword is not None and a.keyword.value == "world_size") or \
-            any(norm_code(c.args[3].value) == wparam for c in inits if len(c.args) > 3 and c.args[3].keyword is None)
+            any(counts(c, c.args[3]) for c in inits if len(c.args) > 3 and c.args[3].keyword is None)
         nprocs_role = "WORLD_SIZE" if as_world else "LOCAL_WORLD_SIZE"
         if as_world:
             world_worker.add(wparam)
+            bound_in.setdefault(wparam, set()).add(id(fdef))
+            world_handed = handed
 
     # worker side: world size from the per-node process count (`args.world_size = ngpus * args.nnodes`)
     per_node = {mapping[sp.nprocs.value.value]} if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) \
@@ -104,11 +118,13 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
             nodes = launch_shapes.world_size_product(stmt.value, per_node, counted)
             if nodes is not None and names_world_size(target, nodes) and not has_effects(nodes):
                 world_worker.add(norm_code(target))
+                bound_in.setdefault(norm_code(target), set()).add(id(f))
                 state.plan.replace_node[stmt.value] = env("WORLD_SIZE")
                 ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
 
     # worker side: global rank arithmetic
     rank_worker: Set[str] = {local_param}
+    bound_in.setdefault(local_param, set()).add(id(fdef))
     main_inserts: List[cst.BaseStatement] = []
     for f in reach:
         for stmt in state.assignments(f):
@@ -118,6 +134,7 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
             if not is_rank_arithmetic(value, local_param):
                 continue
             rank_worker.add(norm_code(target))
+            bound_in.setdefault(norm_code(target), set()).add(id(f))
             head = dotted_name(target)
             back = {v: k for k, v in mapping.items()}
             if f is fdef and isinstance(target, cst.Attribute) and head and head.split(".")[0] in back \
@@ -129,8 +146,15 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
                 state.plan.replace_node[value] = env("RANK")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's RANK", fixed=True)
 
-    # init_process_group -> env://
-    if not all([init_call(state, c, rank_worker, world_worker) for c in inits]):
+    # init_process_group -> env://, also in a helper the worker hands its rank and world size to
+    rank_handed = handed_to_helpers(state, fdef, reach, rank_worker)
+
+    def joins(c: cst.Call) -> bool:
+        home = state.index.enclosing_function(c)
+        return init_call(state, c, visible_in(home, rank_worker, bound_in) | rank_handed.get(id(home), set()),
+                         visible_in(home, world_worker, bound_in) | world_handed.get(id(home), set()))
+
+    if not all([joins(c) for c in inits]):
         # the worker would join a process group torchrun's ranks do not match: convert nothing
         state.plan.restore(snap)
         ctx._stage_findings = ctx._stage_findings[:reported] + [
