@@ -25,6 +25,7 @@ MODES = {
     ("gated_spawn", 2): ["--nprocs", "2", "--port", "PORT"],
     ("gated_spawn", 1): ["--nprocs", "1"],
     ("worker_world_size", 2): ["--nprocs", "2", "--dist-url", "tcp://127.0.0.1:PORT"],
+    ("init_in_helper", 2): ["--nprocs", "2", "--port", "PORT"],  # setup(gpu, ngpus, args) joins the group
 }
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,294 @@
+"""The spawn site: what one mp.spawn call launches, and whether one torchrun launch can stand for it.
+
+`analyse_spawn` reads the call (its worker, arguments, process count, the `if` around it) and either
+reports why the spawn stays (A2A406, A2A407, A2A413) or returns a `SpawnSite` for the worker rewrite.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set
+
+import libcst as cst
+
+from . import launch_shapes
+from .apex_parallel import enclosing
+from .base import INFO, WARNING, rule
+from .launch_exprs import is_param
+from .launch_notes import nproc_value
+from .launch_state import LaunchState
+from .names import arg_by, code_of, literal_string, names_read, norm_code
+
+SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
+START_PROCESSES = ("torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.start_processes")
+INIT_PG = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
+# the rules of the edits one mp.spawn conversion makes together
+SPAWN_EDIT_CODES = ("A2A401", "A2A402", "A2A403", "A2A404")
+
+
+rule("A2A406", "spawn-manual", "mp.spawn call that cannot be converted automatically",
+     fixes=False, severity=WARNING,
+     why="""
+join=False (the ProcessContext is used), a start method other than spawn, start_processes, a spawned
+function defined in another module (or passed in as a parameter when the helper's call sites in this
+file do not all pass the same function), a worker that joins the process group in the methods of a
+class it creates, or a spawn whose result is used cannot be mapped to torchrun
+mechanically. Nor can a spawn whose function joins the process group with a rank or world size that
+apex2amp cannot match to torchrun's RANK / WORLD_SIZE (A2A409 names it): converting the launch but not
+the init would start processes that disagree about their ranks, while the mp.spawn program still
+works as it is. Call the function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group
+read env://, and launch with torchrun.""",
+     before="""
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def fn(rank):
+    dist.init_process_group("nccl", init_method="env://")
+
+
+def main(n):
+    ctx = mp.spawn(fn, nprocs=n, join=False)
+    ctx.join()""",
+     after='fn(int(os.environ["LOCAL_RANK"]))  # launched by torchrun --nproc_per_node=n')
+
+
+rule("A2A407", "spawn-not-distributed", "mp.spawn for work that never calls init_process_group is left alone",
+     fixes=False, severity=INFO,
+     why="""
+The spawned function never calls init_process_group (directly or through functions of this file), so this
+spawn is process-level parallelism (data preparation, evaluation workers), not a distributed training
+launch. It stays as it is.""",
+     before="""
+import torch.multiprocessing as mp
+
+
+def preprocess_shard(i):
+    convert(i)
+
+
+if __name__ == "__main__":
+    mp.spawn(preprocess_shard, nprocs=8)""",
+     after="mp.spawn(preprocess_shard, nprocs=8)")
+
+
+rule("A2A413", "spawn-init-in-other-module", "the spawned worker may join the process group in another module",
+     fixes=False, severity=WARNING,
+     why="""
+The spawned function calls a function imported from another module of the project (a `setup(rank,
+world_size)` or `init_distributed(args)` helper), and nothing in this file calls init_process_group.
+That helper probably joins the process group, so this is a distributed launch, but its rank, world size
+and init_method are in a file this one cannot show, and converting only the launch would leave them
+fighting torchrun's. Convert both by hand: call the worker with int(os.environ["LOCAL_RANK"]), let the
+helper's init_process_group read env:// (drop init_method, rank, world_size and MASTER_ADDR/PORT), and
+launch with the torchrun line the finding names.""",
+     before="""
+import torch.multiprocessing as mp
+
+import utils
+
+
+def worker(rank, world_size):
+    utils.setup(rank, world_size)
+    train(rank)
+
+
+def main(world_size):
+    mp.spawn(worker, args=(world_size,), nprocs=world_size)""",
+     after='worker(int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]))  # torchrun --nproc_per_node=N')
+
+
+class SpawnCall:
+    """What is known about one mp.spawn call."""
+
+    def __init__(self, call: cst.Call):
+        self.call = call
+        self.fn = arg_by(call, 0, "fn")
+        self.args = arg_by(call, 1, "args")
+        self.nprocs = arg_by(call, 2, "nprocs")
+        self.join = arg_by(call, 3, "join")
+        self.daemon = arg_by(call, 4, "daemon")
+        self.start_method = arg_by(call, 5, "start_method")
+
+
+class SpawnSite:
+    """One mp.spawn that a torchrun launch can stand for: its worker and how the spawn's values reach it."""
+
+    def __init__(self, **fields):
+        self.call: cst.Call = fields["call"]
+        self.sp: SpawnCall = fields["sp"]
+        self.line: cst.SimpleStatementLine = fields["line"]  # the statement holding the spawn
+        self.outer: cst.BaseStatement = fields["outer"]  # the statement the torchrun call replaces
+        self.fn_name: str = fields["fn_name"]
+        self.fdef: cst.FunctionDef = fields["fdef"]
+        self.reach: List[cst.FunctionDef] = fields["reach"]
+        self.inits: List[cst.Call] = fields["inits"]
+        self.params: List[str] = fields["params"]
+        self.local_param: str = fields["local_param"]
+        self.elements: Optional[List[cst.BaseExpression]] = fields["elements"]
+        self.star: Optional[cst.BaseExpression] = fields["star"]
+        self.mapping: Dict[str, str] = fields["mapping"]  # main-side Name -> worker param
+        self.scope: cst.CSTNode = fields["scope"]
+        self.spawn_line: int = fields["spawn_line"]
+        self.nprocs_code: str = fields["nprocs_code"]
+
+
+def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
+    """The site of `call` when one torchrun launch can stand for it; otherwise reported, and None."""
+    ctx = state.ctx
+    if not ctx.enabled("A2A401") or ctx.suppressed(call, "A2A401"):
+        return None
+    off = [c for c in SPAWN_EDIT_CODES if not ctx.enabled(c)]
+    if off:  # the spawn's edits are one migration: none of them, or all
+        ctx.report(call, "A2A406", f"mp.spawn left as it is: its migration also needs {', '.join(off)}, "
+                   "which this run's selection leaves out")
+        return None
+    sp = SpawnCall(call)
+    expr_parent = state.parents.get(call)
+    line = state.parents.get(expr_parent) if isinstance(expr_parent, cst.Expr) else None
+    if any(a.star for a in call.args) or sp.fn is None:
+        ctx.report(call, "A2A406", "mp.spawn with */** arguments: call the worker with "
+                   "int(os.environ['LOCAL_RANK']) and launch with torchrun by hand")
+        return None
+    fn_name = sp.fn.value.value if isinstance(sp.fn.value, cst.Name) else None
+    fdef = state.funcs.get(fn_name) if fn_name else None
+    if fdef is None and fn_name and is_param(call, fn_name, state.parents):
+        fdef = function_passed_in(state, call, fn_name)
+    if fdef is None:
+        where = "passed in as a parameter" if fn_name and is_param(call, fn_name, state.parents) else \
+            "defined in another module or not a plain function"
+        ctx.report(call, "A2A406", f"the spawned function is {where}: call it with "
+                   "int(os.environ['LOCAL_RANK']) (plus its args) where the spawn was, make its "
+                   "init_process_group use env://, and launch with torchrun")
+        return None
+    reach = state.reachable(fdef)
+    inits = [c for f in reach for c in state.calls_in(f) if state.table.refers_to(c.func, *INIT_PG)]
+    if not inits:
+        foreign = launch_shapes.foreign_callees([c for f in reach for c in state.calls_in(f)], state.table,
+                                                set(state.funcs))
+        if foreign:
+            ctx.report(call, "A2A413", f"{fn_name} calls {', '.join(foreign[:3])} from another module, which "
+                       "may call init_process_group (this file cannot show it): if it does, call "
+                       f"{fn_name}(int(os.environ['LOCAL_RANK']), ...) where the spawn was, make that "
+                       "init_process_group read env:// (no init_method/rank/world_size, no MASTER_ADDR/PORT), "
+                       f"and launch with torchrun --nproc_per_node={nproc_value(state, sp, state.module, 0)} "
+                       f"{ctx.path} ...")
+            return None
+        held = class_joining(state, reach)
+        if held is not None:
+            ctx.report(call, "A2A406", f"{fn_name} creates {held.name.value}, whose code calls "
+                       "init_process_group (methods are not followed): call the worker with "
+                       "int(os.environ['LOCAL_RANK']), make that init_process_group read env:// (no "
+                       "init_method/rank/world_size), and launch with torchrun "
+                       f"--nproc_per_node={nproc_value(state, sp, state.module, 0)} {ctx.path} ...")
+            return None
+        ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
+                   "distributed launch and stays")
+        return None
+    if sp.join is not None and not (isinstance(sp.join.value, cst.Name) and sp.join.value.value == "True"):
+        ctx.report(call, "A2A406", "mp.spawn(join=False): the ProcessContext is used; convert to torchrun by hand")
+        return None
+    if sp.start_method is not None and literal_string(sp.start_method.value) != "spawn":
+        ctx.report(call, "A2A406", "mp.spawn with a custom start_method: torchrun starts processes itself; "
+                   "convert by hand")
+        return None
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        ctx.report(call, "A2A406", "the result of mp.spawn is used: convert to torchrun by hand")
+        return None
+    gate = count_gate(state, line, sp)
+    params = [p.name.value for p in fdef.params.params]
+    outer: cst.BaseStatement = line  # the statement the torchrun call replaces
+    twin_gate = gate if gate is not None else launch_shapes.device_count_gate(line, state.parents)
+    if twin_gate is not None and params and isinstance(sp.args.value if sp.args else cst.Tuple([]), cst.Tuple) \
+            and launch_shapes.single_process_twin(
+                twin_gate, line, fn_name or "", params,
+                [e.value for e in sp.args.value.elements] if sp.args else [],  # type: ignore[union-attr]
+                norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"):
+        outer, gate = twin_gate, None  # `if n > 1: spawn else: fn(0, ...)`: one torchrun path for both
+    if gate is not None:
+        ctx.report(call, "A2A406", f"the spawn runs only when `{code_of(gate.test)}`, a test of the process "
+                   "count torchrun would set: launch the single-process path with torchrun too, or convert by "
+                   "hand")
+        return None
+    if not params or fdef.params.posonly_params:
+        ctx.report(call, "A2A406", f"{fn_name} takes no positional process index; convert by hand")
+        return None
+    local_param = params[0]
+    # spawn args -> call args
+    elements: Optional[List[cst.BaseExpression]] = None
+    star: Optional[cst.BaseExpression] = None
+    if sp.args is None:
+        elements = []
+    elif isinstance(sp.args.value, cst.Tuple) and not any(isinstance(e, cst.StarredElement)
+                                                          for e in sp.args.value.elements):
+        elements = [e.value for e in sp.args.value.elements]
+    else:
+        star = sp.args.value
+    mapping: Dict[str, str] = {}  # main-side Name -> worker param
+    if elements is not None:
+        for i, e in enumerate(elements):
+            if isinstance(e, cst.Name) and i + 1 < len(params):
+                mapping[e.value] = params[i + 1]
+    scope = enclosing(call, state.parents, (cst.FunctionDef,)) or state.module
+    spawn_line = state.line(call)
+    nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"
+    return SpawnSite(call=call, sp=sp, line=line, outer=outer, fn_name=fn_name, fdef=fdef, reach=reach,
+                     inits=inits, params=params, local_param=local_param, elements=elements, star=star,
+                     mapping=mapping, scope=scope, spawn_line=spawn_line, nprocs_code=nprocs_code)
+
+
+def count_gate(state: LaunchState, line: cst.CSTNode, sp: SpawnCall) -> Optional[cst.If]:
+    """The `if` around the spawn (in its function) that tests the process count it spawns, as in
+    `if world_size > 1: mp.spawn(...) else: main(0, 1)`: under torchrun that count comes from
+    WORLD_SIZE, which the test still reads the old way."""
+    if sp.nprocs is None:
+        return None
+    counted = names_read(sp.nprocs.value)
+    cur = state.parents.get(line)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+        if isinstance(cur, cst.If) and counted & names_read(cur.test):
+            return cur
+        cur = state.parents.get(cur)
+    return None
+
+
+def function_passed_in(state: LaunchState, call: cst.Call, param: str) -> Optional[cst.FunctionDef]:
+    """`def run_demo(demo_fn, ws): mp.spawn(demo_fn, ...)` called as `run_demo(demo_basic, ...)`: the
+    module function every call site of the helper passes for `param` (None when it differs or is
+    unknown). This is the shape of the PyTorch DDP tutorial."""
+    helper = enclosing(call, state.parents, (cst.FunctionDef,))
+    if helper is None or not isinstance(state.parents.get(state.parents.get(helper)), (cst.Module,)) and \
+            not isinstance(state.parents.get(helper), cst.Module):
+        return None
+    names = [p.name.value for p in helper.params.params]
+    if param not in names:
+        return None
+    index = names.index(param)
+    passed: Set[str] = set()
+    sites = 0
+    for c in state.index.calls:
+        if not (isinstance(c.func, cst.Name) and c.func.value == helper.name.value):
+            continue
+        sites += 1
+        arg = next((a for a in c.args if a.keyword is not None and a.keyword.value == param), None)
+        if arg is None:
+            positional = [a for a in c.args if a.keyword is None]
+            if any(a.star for a in positional) or index >= len(positional):
+                return None
+            arg = positional[index]
+        if not isinstance(arg.value, cst.Name):
+            return None
+        passed.add(arg.value.value)
+    if sites == 0 or len(passed) != 1:
+        return None
+    return state.funcs.get(passed.pop())
+
+
+def class_joining(state: LaunchState, reach: List[cst.FunctionDef]) -> Optional[cst.ClassDef]:
+    """A class of this module that the worker (or a helper it calls) instantiates and whose code calls
+    init_process_group: `trainer = Trainer(rank, world_size)` with the init in `Trainer.__init__`."""
+    classes = {s.name.value: s for s in state.module.body if isinstance(s, cst.ClassDef)}
+    for f in reach:
+        for c in state.calls_in(f):
+            cls = classes.get(c.func.value) if isinstance(c.func, cst.Name) else None
+            if cls is not None and any(state.table.refers_to(i.func, *INIT_PG) for i in state.calls_in(cls)):
+                return cls
+    return None
