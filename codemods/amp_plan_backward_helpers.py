@@ -12,7 +12,7 @@ from . import amp_rules as R
 from .base import facts_key
 from .names import arg_by, norm_code
 from .amp_plan_state import AmpPlanState
-from .amp_plan_threading import _visible_modules
+from .amp_plan_threading import visible_modules
 
 
 class BackwardHelperPlanning(AmpPlanState):
@@ -61,7 +61,7 @@ class BackwardHelperPlanning(AmpPlanState):
         call counts as the backward of the optimizer passed in (its step and clip migrate here)."""
         if not self.use_scaler or not self.ctx.facts.extra:
             return
-        helpers = backward_helpers.known(self.ctx.facts, _visible_modules(self.ctx.facts, self.ctx))
+        helpers = backward_helpers.known(self.ctx.facts, visible_modules(self.ctx.facts, self.ctx))
         if not helpers:
             return
         table = self.table

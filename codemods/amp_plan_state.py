@@ -40,6 +40,8 @@ def code_of(node: cst.CSTNode) -> str:
 
 
 class AmpSite:
+    """One apex amp call: its member (`initialize`, `scale_loss`, ...), the call, its statement and function."""
+
     def __init__(self, kind: str, call: cst.Call, stmt: cst.BaseStatement, func: Optional[cst.FunctionDef]):
         self.kind = kind
         self.call = call

@@ -170,7 +170,7 @@ class ThreadingPlanning(AmpPlanState):
         if not facts.scaler_functions:
             return []
         targets = {f"{m}.{fn}": (facts.scaler_params.get(key, "scaler"), facts.scaler_slots.get(key, {}).get(fn))
-                   for key, (m, fns) in _visible_modules(facts, self.ctx).items() for fn in fns}
+                   for key, (m, fns) in visible_modules(facts, self.ctx).items() for fn in fns}
         out: List[cst.Call] = []
         table = self.table
         params = self._cross_params
@@ -217,7 +217,7 @@ def _fills_slot(call: cst.Call, slot: Optional[int]) -> bool:
     return slot >= 0 and sum(1 for a in call.args if a.keyword is None) > slot
 
 
-def _visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, List[str]]]:
+def visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, List[str]]]:
     """Modules of other files whose functions now take the scaler, as this file can import them:
     same import root first; another root only when no other root has a module of that name."""
     mine = module_root(ctx.path, ctx.module_name)
