@@ -16,7 +16,7 @@ from .amp_plan_threading import visible_modules
 
 
 class BackwardHelperPlanning(AmpPlanState):
-    """Backward helpers: this module's functions other modules call to scale their loss, and calls of other"""
+    """The backward-helper planning step of the amp analysis (codemods/amp.py)."""
 
     def _helper_funcs(self) -> Dict[int, Tuple[int, int]]:
         """id(function) -> (loss slot, optimizer slot) of this module's backward helpers for other modules:

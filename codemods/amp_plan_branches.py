@@ -19,7 +19,7 @@ _NATIVE_SCALER_METHODS = ("scale", "unscale_", "step", "update", "state_dict", "
 
 
 class NativeBranchPlanning(AmpPlanState):
-    """`if apex: ... elif native: ...` chains: the apex branches are dropped where a native-AMP branch stays (A2A111)."""
+    """The native-branch planning step of the amp analysis (codemods/amp.py)."""
 
     def _has_native(self, node: cst.CSTNode) -> bool:
         """Whether `node` uses native AMP: calls or names torch's autocast / GradScaler (also as a value,

@@ -17,7 +17,7 @@ CLIP_FUNCS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm",
 
 
 class ClipPlanning(AmpPlanState):
-    """Gradient clipping and `amp.master_params` reads: `scaler.unscale_(opt)` before them, on the path the step takes."""
+    """The clipping planning step of the amp analysis (codemods/amp.py)."""
 
     def plan_clipping(self) -> None:
         funcs = {id(s.func) for s in self.sites if s.kind == "scale_loss"} | {id(s[2]) for s in self._steps}

@@ -88,7 +88,7 @@ def _probes_apex(node: cst.CSTNode) -> bool:
 
 
 class InitializePlanning(AmpPlanState):
-    """`amp.initialize` -> a GradScaler (enabled= from the conditions that guarded apex), or an autocast forward"""
+    """The `amp.initialize` planning step of the amp analysis (codemods/amp.py)."""
 
     def plan_initialize(self, site: AmpSite) -> None:
         call = site.call

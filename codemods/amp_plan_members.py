@@ -10,7 +10,7 @@ from .amp_plan_state import AMP, AmpPlanState, code_of, parse_expr
 
 
 class MemberPlanning(AmpPlanState):
-    """The other amp members: state dicts, `master_params`, `disable_casts`, `_amp_state` scales, registries."""
+    """The other-members planning step of the amp analysis (codemods/amp.py)."""
 
     def _report_apex_flag_guard(self, call: cst.CSTNode, sc: str, what: str) -> None:
         """A2A173 at an `if APEX_FOUND:` (a flag that still says "apex is installed") around the state call."""

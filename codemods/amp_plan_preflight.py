@@ -12,7 +12,7 @@ from .amp_plan_state import AmpPlanState, AmpSite, CALLERS_KEEP_AMP, CORE_CODES
 
 
 class PreflightChecks(AmpPlanState):
-    """Reasons found before planning to leave a module's amp code alone: held back, kept by callers, unmigrated imports."""
+    """The checks the amp analysis (codemods/amp.py) runs before it plans."""
 
     def _imported_unmigrated_amp(self) -> Optional[str]:
         """A module this one imports whose amp code pass 1 left unmigrated (matched by its last name

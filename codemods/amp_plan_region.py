@@ -23,7 +23,7 @@ _MODEL_MOVES = ("to", "cuda", "half", "float", "bfloat16", "train", "eval")  # n
 
 
 class RegionPlanning(AmpPlanState):
-    """The autocast region: around the forward pass and the loss the backward reads, or refused with a finding."""
+    """The autocast-region planning step of the amp analysis (codemods/amp.py)."""
 
     def plan_region(self, anchor: cst.CSTNode, loss: cst.BaseExpression, func: Optional[cst.FunctionDef]) -> None:
         wanted = names_read(loss) | ({dotted_name(loss)} if dotted_name(loss) else set())

@@ -12,7 +12,7 @@ from .amp_plan_state import AmpPlanState, AmpSite, code_of, flatten, parse_stmt
 
 
 class ScaleLossPlanning(AmpPlanState):
-    """`with amp.scale_loss(loss, opt) as s: s.backward()` -> `scaler.scale(loss).backward()`."""
+    """The `amp.scale_loss` planning step of the amp analysis (codemods/amp.py)."""
 
     def with_of(self, site: AmpSite) -> Optional[cst.With]:
         p = self.parent(site.call)

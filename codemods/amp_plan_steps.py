@@ -13,7 +13,7 @@ from .amp_plan_state import AmpPlanState, code_of, parse_expr, parse_stmt
 
 
 class StepPlanning(AmpPlanState):
-    """Optimizer steps of the amp optimizers -> `scaler.step(opt)`, with one `scaler.update()` after them."""
+    """The optimizer-step planning step of the amp analysis (codemods/amp.py)."""
 
     def plan_steps(self) -> None:
         if not self.optimizers:

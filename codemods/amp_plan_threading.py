@@ -13,7 +13,7 @@ from .amp_plan_state import AmpPlanState
 
 
 class ThreadingPlanning(AmpPlanState):
-    """Scaler threading: the functions that need the scaler take it as a parameter, their callers pass it."""
+    """The scaler-threading planning step of the amp analysis (codemods/amp.py)."""
 
     def plan_threading(self) -> None:
         if not self.use_scaler:
