@@ -71,7 +71,7 @@ def plan(a, live: List) -> Optional[LossScalers]:
         out.of_call[id(s.call)] = k
     if len(set(out.of_call.values())) <= 1 or not a.use_scaler:
         return None  # one loss scaler in use: one GradScaler is the same
-    from .amp import _flatten  # the optimizer list as amp.initialize / scale_loss spell it
+    from .amp_plan_state import flatten as _flatten  # the optimizer list as amp.initialize / scale_loss spell it
     for s in losses:
         opt = arg_by(s.call, 1, "optimizers")
         if opt is None:

@@ -1,0 +1,112 @@
+"""The other amp members: state dicts, `master_params`, `disable_casts`, `_amp_state` scales, registries."""
+from __future__ import annotations
+
+import libcst as cst
+
+from . import apex_flag_state
+from . import amp_rules as R
+from .names import arg_by
+from .amp_plan_state import AMP, AmpPlanState, code_of, parse_expr
+
+
+class MemberPlanning(AmpPlanState):
+    """The other-members planning step of the amp analysis (codemods/amp.py)."""
+
+    def _report_apex_flag_guard(self, call: cst.CSTNode, sc: str, what: str) -> None:
+        """A2A173 at an `if APEX_FOUND:` (a flag that still says "apex is installed") around the state call."""
+        if not self.use_scaler:
+            return
+        guard = apex_flag_state.flag_guard(self, call)
+        if guard is not None:
+            self.report(guard[0], R.SCALER_STATE_UNDER_APEX_FLAG, f"the scaler's state is {what} here only when "
+                        f"`{guard[1]}` (apex is installed): without apex a resumed fp16 run loses its loss scale; "
+                        f"guard it with `{sc}.is_enabled()` or drop the guard")
+
+    def plan_others(self) -> None:
+        codes = {"master_params": R.UNSCALE.code, "state_dict": R.STATE_DICT.code, "load_state_dict": R.STATE_DICT.code,
+                 "disable_casts": R.DISABLE_CASTS.code}
+        for site in self.sites:
+            if self.in_dropped(site.call):
+                continue
+            k, call = site.kind, site.call
+            code = codes.get(k, R.GET_SCALE.code if k.startswith("_amp_state") else "")
+            if code and (not self.ctx.enabled(code) or self.ctx.suppressed(call, code)):
+                continue
+            sc = self.scaler_expr()
+            if k == "master_params":
+                if id(call) in self._mp_done:
+                    continue
+                o = arg_by(call, 0, "optimizer")
+                if o is None:
+                    self.report(call, R.UNSUPPORTED, "`amp.master_params()` without an optimizer")
+                    continue
+                self.plan.replace_node[call] = parse_expr(f'(p for g in {code_of(o.value)}.param_groups for p in g["params"])')
+                self.report(call, R.UNSCALE, "`amp.master_params(opt)` -> the optimizer's parameters", fixed=True)
+            elif k == "state_dict":
+                if self.use_scaler:
+                    self.plan.replace_node[call] = parse_expr(f"{sc}.state_dict()")
+                    self.user_funcs.add(site.func)
+                else:
+                    self.plan.replace_node[call] = parse_expr("{}")
+                self.report(call, R.STATE_DICT, f"`amp.state_dict()` -> `{sc}.state_dict()`", fixed=True)
+                self._report_apex_flag_guard(call, sc, "saved")
+            elif k == "load_state_dict":
+                if self.use_scaler:
+                    self.plan.replace_node[call.func] = parse_expr(f"{sc}.load_state_dict")
+                    self.user_funcs.add(site.func)
+                    self.report(call, R.STATE_DICT, f"`amp.load_state_dict(...)` -> `{sc}.load_state_dict(...)`", fixed=True)
+                    self.report(call, R.OLD_CHECKPOINT, "checkpoints written by apex hold `loss_scaler0` state that "
+                                                        "GradScaler rejects: convert them with `apex2amp "
+                                                        "convert-checkpoint` (or convert at load time)")
+                    self._report_apex_flag_guard(call, sc, "restored")
+                else:
+                    if isinstance(site.stmt, cst.SimpleStatementLine) and len(site.stmt.body) == 1:
+                        self.plan.remove(site.stmt)
+                        self.report(call, R.STATE_DICT, "bf16 has no scaler state: `amp.load_state_dict` removed",
+                                    fixed=True)
+                    else:
+                        self.report(call, R.UNSUPPORTED, "`amp.load_state_dict` in an expression: remove it by hand")
+            elif k == "disable_casts":
+                self.plan.replace_node[call] = parse_expr(f'torch.autocast("{self.device}", enabled=False)')
+                self.needs_torch = True
+                self.report(call, R.DISABLE_CASTS, "`amp.disable_casts()` -> autocast disabled (add `.float()` to "
+                                                   "inputs that must be fp32)", fixed=True)
+            elif k.startswith("_amp_state"):
+                if self._plan_get_scale(call):
+                    continue
+                self.report(call, R.INTERNALS, f"apex internal `{k}`: no native equivalent")
+            elif k.startswith(("register_", "half_function", "float_function", "promote_function", "bfloat16_function")):
+                self.report(call, R.REGISTER, f"`amp.{k}`: autocast has no function registry")
+            elif k in ("initialize", "scale_loss"):
+                continue
+            else:
+                self.report(call, R.INTERNALS, f"`amp.{k}` has no native equivalent")
+
+    def _plan_get_scale(self, call: cst.Call) -> bool:
+        f = call.func
+        if isinstance(f, cst.Attribute) and f.attr.value == "loss_scale" and isinstance(f.value, cst.Subscript):
+            base = f.value.value
+            if isinstance(base, cst.Attribute) and base.attr.value == "loss_scalers" and self.use_scaler:
+                sc = self.scaler_expr() if self.loss_scalers is None else \
+                    f"{self.scaler_target()}[{code_of(f.value.slice[0].slice.value)}]"  # the same index
+                self.plan.replace_node[call] = parse_expr(f"{sc}.get_scale()")
+                self.user_funcs.add(self.func_of(call))
+                index = code_of(f.value.slice[0].slice.value)
+                self.report(call, R.GET_SCALE, f"`_amp_state.loss_scalers[{index}].loss_scale()` -> `{sc}.get_scale()`",
+                            fixed=True)
+                return True
+        return False
+
+    def report_decorators(self) -> None:
+        table = self.table
+        outer = self
+
+        def visit_Decorator(n: cst.Decorator) -> None:
+            d = n.decorator.func if isinstance(n.decorator, cst.Call) else n.decorator
+            for q in table.qualified_names(d):
+                if q.startswith(AMP + "."):
+                    outer.report(n, R.REGISTER, f"`@{q.replace('apex.amp.', 'amp.')}`: autocast has no "
+                                                f"function registry; use `torch.amp.custom_fwd` or a disabled "
+                                                f"autocast region")
+
+        self._replay(decorators=visit_Decorator)
