@@ -1,6 +1,6 @@
 """How `check` time grows with the tree: cold and warm runs at 1x and at Kx the files.
 
-    python benchmarks/scale.py [--files 2900 58000] [--jobs 2] [--root /tmp/a2a-scale] [--keep]
+    python benchmarks/scale.py [--files 2900 58000] [--jobs 2] [--root /tmp/a2a-scale] [--keep] [--repo DIR]
 
 Each tree is made of copies of one legacy training package and many plain modules. A copy
 (`projK/`) holds the shapes cross-module migration works on: `train.py` (amp.initialize, calls
@@ -14,7 +14,8 @@ For each size: the tree is written under --root, then `apex2amp check --format j
 whole process, cold (an empty cache folder) and then warm (the same cache, nothing changed), and
 the floor "read every Python file from Python" is timed. Prints seconds, files/s, the ratio of the
 warm run to the read floor, and the large/small ratio of each column. Nothing in the trees is
-written by apex2amp (`check` writes nothing); the trees are removed unless --keep.
+written by apex2amp (`check` writes nothing); the trees are removed unless --keep. --repo runs the
+apex2amp of another checkout on the same trees (to compare two branches).
 """
 from __future__ import annotations
 
@@ -290,20 +291,20 @@ for folder, _, names in os.walk(sys.argv[1]):
 """
 
 
-def timed(cmd: List[str], cwd: str) -> Tuple[float, int, bytes]:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), NO_COLOR="1")
+def timed(cmd: List[str], cwd: str, repo: str = ROOT) -> Tuple[float, int, bytes]:
+    env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""), NO_COLOR="1")
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     return time.perf_counter() - t0, p.returncode, p.stdout
 
 
-def measure(tree: str, jobs: int) -> Dict[str, float]:
+def measure(tree: str, jobs: int, repo: str = ROOT) -> Dict[str, float]:
     cache = tempfile.mkdtemp(prefix="a2a-scale-cache-")
     try:
         check = [sys.executable, "-m", "apex2amp", "check", "--format", "json", "-j", str(jobs),
                  "--cache-dir", cache, "."]
-        cold, rc_cold, out_cold = timed(check, tree)
-        warm, rc_warm, out_warm = timed(check, tree)
+        cold, rc_cold, out_cold = timed(check, tree, repo)
+        warm, rc_warm, out_warm = timed(check, tree, repo)
         if rc_cold not in (0, 1) or rc_warm != rc_cold or out_warm != out_cold:
             raise SystemExit(f"{tree}: cold and warm runs disagree (rc {rc_cold} / {rc_warm})")
         read, _, _ = timed([sys.executable, "-c", READ_FLOOR, tree], tree)
@@ -318,6 +319,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "a2a-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the generated trees")
+    ap.add_argument("--repo", default=ROOT, help="the apex2amp checkout to run (default: this one)")
     a = ap.parse_args()
     rows = []
     for n in a.files:
@@ -325,7 +327,7 @@ def main() -> None:
         if not os.path.isdir(tree):
             generate(tree, n)
         count = sum(1 for _, _, names in os.walk(tree) for x in names if x.endswith(".py"))
-        m = measure(tree, a.jobs)
+        m = measure(tree, a.jobs, os.path.abspath(a.repo))
         rows.append((count, m))
         print(f"{count:>7} files: cold {m['cold']:7.1f}s ({count / m['cold']:6.0f} files/s)  "
               f"warm {m['warm']:7.1f}s ({count / m['warm']:6.0f} files/s)  read {m['read']:5.2f}s  "
