@@ -11,7 +11,6 @@ import gc
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -22,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, progress, regions, selection
+from . import apex_shadow, checkpoint_facts, discovery, prefilter, progress, selection
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .facts_index import FactsIndex
 from .linediff import shared_ends
@@ -78,13 +77,14 @@ def _compose(maps: List[List[int]], line: int) -> int:
 
 
 def _parse(text: str) -> cst.Module:
-    return cstparse.parse_module(text)
+    return cst.parse_module(text)
 
 
 def _python_parse_error(text: str) -> Optional[str]:
     """Why CPython's own parser rejects `text`, or None when it parses."""
+    import ast
     try:
-        regions.syntax_tree(text)
+        ast.parse(text)
     except SyntaxError as e:
         return f"syntax error at line {e.lineno}: {e.msg}"
     except (ValueError, RecursionError, MemoryError) as e:
@@ -218,25 +218,9 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     produced, whose code is exactly the new text, and only with the codemods its own prefilter wants.
     """
     try:
-        return _rewrite_source(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
+        return _rewrite_parsed(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
     finally:
         ModuleIndex.forget_all()  # this file's trees are freed now, not at the next cyclic collection
-        regions.forget()
-
-
-def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Options],
-                    select: Optional[Callable[[str], bool]], facts: Optional[RepoFacts], check_stable: bool,
-                    prefilter_enabled: bool) -> Result:
-    result = _rewrite_parsed(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
-    if result.error is not None and result.error.startswith("internal error"):
-        # the tree came from a parse without libcst's node validation, which rejects a few sources its
-        # parser accepts (`a if b else(lambda: c)`): those still get the parse error, not a codemod's
-        try:
-            cst.parse_module(text)
-        except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
-            _guard(e)
-            return Result(text, text, error=_parse_error(e, text))
-    return result
 
 
 def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Options],
@@ -247,20 +231,13 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
     if not codemods:
         return Result(text, text)
-    new_context = partial(FileContext, path, module_name, options, facts, select)
-    in_regions = _rewrite_in_regions(text, data, codemods, new_context, check_stable) if prefilter_enabled else None
-    reduced_code: Optional[str] = None  # when the rewrite was made in regions: the code of new_module
-    error: Optional[str] = None
-    if in_regions is not None:
-        current, findings, new_module, reduced_code, ctx = in_regions
-    else:
-        try:
-            module = _parse(text)
-        except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
-            _guard(e)
-            return Result(text, text, error=_parse_error(e, text))
-        ctx = new_context()
-        current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
+    try:
+        module = _parse(text)
+    except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
+        _guard(e)
+        return Result(text, text, error=_parse_error(e, text))
+    ctx = FileContext(path, module_name, options, facts, select)
+    current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
         return Result(text, text, findings=findings, error=error)
     result = Result(text, current, findings, None, list(ctx.launch_notes), ctx.exported)
@@ -270,7 +247,7 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
             return Result(text, text, findings, f"internal error: the rewrite did not parse ({why}); "
                                                 "file left unchanged")
         if check_stable and not _stable(current, new_module, path, module_name, options, select, facts,
-                                        prefilter_enabled, reduced_code):
+                                        prefilter_enabled):
             return Result(text, text, findings,
                           "internal error: a second rewrite would change the output again; file left unchanged")
         back = _line_map(text, current)
@@ -284,65 +261,17 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
 
 
 def _stable(current: str, module: cst.Module, path: str, module_name: str, options: Optional[Options],
-            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool,
-            reduced_code: Optional[str] = None) -> bool:
+            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
     """The safety gate: a second rewrite of `current` changes nothing. `module` is the tree the first
-    rewrite produced: of `current`, or, for a rewrite made in regions, of its reduced module (whose
-    code is `reduced_code`), which the second one reuses when it reduces `current` to that code."""
+    rewrite produced, whose code is `current`: the second rewrite runs on it without a parse."""
     data = current.encode("utf-8", "surrogatepass")
     codemods = [cm for cm in _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
                 if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
-    new_context = partial(FileContext, path, module_name, options, facts, select)
-    if reduced_code is not None:
-        again = _rewrite_in_regions(current, data, codemods, new_context, False, reuse=(module, reduced_code))
-        if again is not None:
-            return again[0] == current
-        try:
-            module = _parse(current)
-        except BaseException as e:  # noqa: B036 - a rewrite the second one cannot even read is refused
-            _guard(e)
-            return False
-    text, _, _, error = _apply_codemods(current, module, codemods, new_context(), track_lines=False)
+    ctx = FileContext(path, module_name, options, facts, select)
+    text, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
     return error is not None or text == current
-
-
-def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], new_context: Callable[[], FileContext],
-                        track_lines: bool, reuse: Optional[Tuple[cst.Module, str]] = None
-                        ) -> Optional[Tuple[str, List[Finding], cst.Module, str, FileContext]]:
-    """(new text, findings, new reduced tree, its code, the context the codemods filled) of `codemods`
-    run on the reduced module of `text` (see `migrate.regions`), or None when the whole module must be
-    parsed: a codemod needs all of it, the file is small, a codemod failed, or a change could not be
-    placed in the whole text. `new_context` makes the codemods' context, only once they will run.
-    `reuse`: a tree and its code, taken instead of a parse when the reduced module has that code."""
-    tokens = [getattr(cm, "REGION_TOKENS", ()) for cm in codemods]
-    if not all(tokens) or any(b in data for cm in codemods for b in getattr(cm, "REGION_BLOCKERS", ())):
-        return None
-    try:
-        reduced = regions.reduce(text, {t.decode() for some in tokens for t in some})
-    except Exception:  # noqa: BLE001 - a shortcut only: the whole-module path decides
-        return None
-    if reduced is None:
-        return None
-    if reuse is not None and reuse[1] == reduced.text:
-        module = reuse[0]
-    else:
-        try:
-            module = _parse(reduced.text)
-        except BaseException as e:  # noqa: B036 - the whole-module path reports it
-            _guard(e)
-            return None
-    ctx = new_context()
-    new, new_module, findings, error = _apply_codemods(reduced.text, module, codemods, ctx, track_lines=track_lines)
-    if error is not None:
-        return None
-    whole = reduced.splice(new) if new != reduced.text else text
-    if whole is None:
-        return None
-    for f in findings:
-        f.line = reduced.whole_line(f.line)
-    return whole, findings, new_module, new, ctx
 
 
 # -- whole runs --------------------------------------------------------------------------------
