@@ -1,7 +1,6 @@
 """The `apex2amp` command line (click): rewrite, check, verify, explain, rules, convert-checkpoint."""
 from __future__ import annotations
 
-import atexit
 import gc
 import os
 import sys
@@ -138,22 +137,17 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
     existing = [p for p in paths if os.path.lexists(p)]
     result = None
     if existing:
-        from . import scout
-        # the scout walks and screens the tree on another core while this process imports libcst
-        started = scout.start(existing, config.excludes, config.jobs, config.cache_dir is not None, config.prefilter)
         bar = RunProgress(stderr_is_terminal() and not quiet)
         try:
             from .engine import run
             from .interrupts import interrupted_exit, sigterm_interrupts
             try:
                 with sigterm_interrupts():
-                    result = run(existing, config, on_result=bar, scout=started)
+                    result = run(existing, config, on_result=bar)
             except KeyboardInterrupt as e:  # also migrate.write_groups.Interrupted
                 return interrupted_exit(e, config.write)
         finally:
             bar.close()
-            if started is not None:
-                started.close()
     if missing:  # errors of the run like any unreadable file: every format lists them, the exit code is 2
         from .discovery import file_kind
         from .engine import FileResult, RunResult
@@ -176,36 +170,13 @@ def main() -> None:
 
 
 def console_main() -> None:
-    """The `apex2amp` command and `python -m migrate`: `main`, then an exit that skips the
-    interpreter's teardown (freeing libcst's classes and every module one by one, a tenth of a
-    cold `check` of timm). Exit handlers still run and the output is flushed first.
+    """The `apex2amp` command and `python -m migrate`.
 
     The garbage collector runs less often from the start: importing libcst creates thousands of
     objects, and the default thresholds spend about 5 ms of the import collecting none of them
     (a run raises them anyway, `engine._quiet_gc`)."""
     gc.set_threshold(*(max(old, new) for old, new in zip(gc.get_threshold(), QUIET_GC)))
-    try:
-        main()
-        code: object = 0
-    except SystemExit as e:
-        code = e.code
-    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_handlers is None:  # pragma: no cover - not CPython
-        sys.exit(code)
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
-    run_exit_handlers()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`| head`) or stream
-            pass
-    os._exit(status)
+    main()
 
 
 @main.command()

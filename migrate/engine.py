@@ -11,7 +11,6 @@ import gc
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -22,7 +21,7 @@ from codemods.base import FileContext, Finding, Options, RepoFacts
 from codemods.index import ModuleIndex
 from codemods.suppression import Suppressions, physical_lines
 
-from . import apex_shadow, checkpoint_facts, cstparse, discovery, prefilter, progress, regions, selection
+from . import apex_shadow, checkpoint_facts, discovery, prefilter, progress, selection
 from .fileio import Source, SourceError, decode_error, decode_python, decode_text, read_bytes, write_atomic
 from .facts_index import FactsIndex
 from .linediff import shared_ends
@@ -78,13 +77,14 @@ def _compose(maps: List[List[int]], line: int) -> int:
 
 
 def _parse(text: str) -> cst.Module:
-    return cstparse.parse_module(text)
+    return cst.parse_module(text)
 
 
 def _python_parse_error(text: str) -> Optional[str]:
     """Why CPython's own parser rejects `text`, or None when it parses."""
+    import ast
     try:
-        regions.syntax_tree(text)
+        ast.parse(text)
     except SyntaxError as e:
         return f"syntax error at line {e.lineno}: {e.msg}"
     except (ValueError, RecursionError, MemoryError) as e:
@@ -218,25 +218,9 @@ def rewrite_source(text: str, *, path: str = "<string>", module_name: str = "", 
     produced, whose code is exactly the new text, and only with the codemods its own prefilter wants.
     """
     try:
-        return _rewrite_source(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
+        return _rewrite_parsed(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
     finally:
         ModuleIndex.forget_all()  # this file's trees are freed now, not at the next cyclic collection
-        regions.forget()
-
-
-def _rewrite_source(text: str, path: str, module_name: str, options: Optional[Options],
-                    select: Optional[Callable[[str], bool]], facts: Optional[RepoFacts], check_stable: bool,
-                    prefilter_enabled: bool) -> Result:
-    result = _rewrite_parsed(text, path, module_name, options, select, facts, check_stable, prefilter_enabled)
-    if result.error is not None and result.error.startswith("internal error"):
-        # the tree came from a parse without libcst's node validation, which rejects a few sources its
-        # parser accepts (`a if b else(lambda: c)`): those still get the parse error, not a codemod's
-        try:
-            cst.parse_module(text)
-        except BaseException as e:  # noqa: B036 - as in _rewrite_parsed
-            _guard(e)
-            return Result(text, text, error=_parse_error(e, text))
-    return result
 
 
 def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Options],
@@ -247,20 +231,13 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
     codemods = _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
     if not codemods:
         return Result(text, text)
-    new_context = partial(FileContext, path, module_name, options, facts, select)
-    in_regions = _rewrite_in_regions(text, data, codemods, new_context, check_stable) if prefilter_enabled else None
-    reduced_code: Optional[str] = None  # when the rewrite was made in regions: the code of new_module
-    error: Optional[str] = None
-    if in_regions is not None:
-        current, findings, new_module, reduced_code, ctx = in_regions
-    else:
-        try:
-            module = _parse(text)
-        except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
-            _guard(e)
-            return Result(text, text, error=_parse_error(e, text))
-        ctx = new_context()
-        current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
+    try:
+        module = _parse(text)
+    except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
+        _guard(e)
+        return Result(text, text, error=_parse_error(e, text))
+    ctx = FileContext(path, module_name, options, facts, select)
+    current, new_module, findings, error = _apply_codemods(text, module, codemods, ctx, track_lines=check_stable)
     if error is not None:
         return Result(text, text, findings=findings, error=error)
     result = Result(text, current, findings, None, list(ctx.launch_notes), ctx.exported)
@@ -270,7 +247,7 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
             return Result(text, text, findings, f"internal error: the rewrite did not parse ({why}); "
                                                 "file left unchanged")
         if check_stable and not _stable(current, new_module, path, module_name, options, select, facts,
-                                        prefilter_enabled, reduced_code):
+                                        prefilter_enabled):
             return Result(text, text, findings,
                           "internal error: a second rewrite would change the output again; file left unchanged")
         back = _line_map(text, current)
@@ -284,65 +261,17 @@ def _rewrite_parsed(text: str, path: str, module_name: str, options: Optional[Op
 
 
 def _stable(current: str, module: cst.Module, path: str, module_name: str, options: Optional[Options],
-            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool,
-            reduced_code: Optional[str] = None) -> bool:
+            select: Callable[[str], bool], facts: Optional[RepoFacts], prefilter_enabled: bool) -> bool:
     """The safety gate: a second rewrite of `current` changes nothing. `module` is the tree the first
-    rewrite produced: of `current`, or, for a rewrite made in regions, of its reduced module (whose
-    code is `reduced_code`), which the second one reuses when it reduces `current` to that code."""
+    rewrite produced, whose code is `current`: the second rewrite runs on it without a parse."""
     data = current.encode("utf-8", "surrogatepass")
     codemods = [cm for cm in _run_codemods_for(data, select, module_name, facts, prefilter_enabled)
                 if not getattr(cm, "REPORTS_ONLY", False)]  # a findings-only codemod cannot change the text
     if not codemods:
         return True
-    new_context = partial(FileContext, path, module_name, options, facts, select)
-    if reduced_code is not None:
-        again = _rewrite_in_regions(current, data, codemods, new_context, False, reuse=(module, reduced_code))
-        if again is not None:
-            return again[0] == current
-        try:
-            module = _parse(current)
-        except BaseException as e:  # noqa: B036 - a rewrite the second one cannot even read is refused
-            _guard(e)
-            return False
-    text, _, _, error = _apply_codemods(current, module, codemods, new_context(), track_lines=False)
+    ctx = FileContext(path, module_name, options, facts, select)
+    text, _, _, error = _apply_codemods(current, module, codemods, ctx, track_lines=False)
     return error is not None or text == current
-
-
-def _rewrite_in_regions(text: str, data: bytes, codemods: List[Any], new_context: Callable[[], FileContext],
-                        track_lines: bool, reuse: Optional[Tuple[cst.Module, str]] = None
-                        ) -> Optional[Tuple[str, List[Finding], cst.Module, str, FileContext]]:
-    """(new text, findings, new reduced tree, its code, the context the codemods filled) of `codemods`
-    run on the reduced module of `text` (see `migrate.regions`), or None when the whole module must be
-    parsed: a codemod needs all of it, the file is small, a codemod failed, or a change could not be
-    placed in the whole text. `new_context` makes the codemods' context, only once they will run.
-    `reuse`: a tree and its code, taken instead of a parse when the reduced module has that code."""
-    tokens = [getattr(cm, "REGION_TOKENS", ()) for cm in codemods]
-    if not all(tokens) or any(b in data for cm in codemods for b in getattr(cm, "REGION_BLOCKERS", ())):
-        return None
-    try:
-        reduced = regions.reduce(text, {t.decode() for some in tokens for t in some})
-    except Exception:  # noqa: BLE001 - a shortcut only: the whole-module path decides
-        return None
-    if reduced is None:
-        return None
-    if reuse is not None and reuse[1] == reduced.text:
-        module = reuse[0]
-    else:
-        try:
-            module = _parse(reduced.text)
-        except BaseException as e:  # noqa: B036 - the whole-module path reports it
-            _guard(e)
-            return None
-    ctx = new_context()
-    new, new_module, findings, error = _apply_codemods(reduced.text, module, codemods, ctx, track_lines=track_lines)
-    if error is not None:
-        return None
-    whole = reduced.splice(new) if new != reduced.text else text
-    if whole is None:
-        return None
-    for f in findings:
-        f.line = reduced.whole_line(f.line)
-    return whole, findings, new_module, new, ctx
 
 
 # -- whole runs --------------------------------------------------------------------------------
@@ -584,21 +513,18 @@ def _process_crashed(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) ->
 
 
 def run(paths: Sequence[str], config: RunConfig,
-        on_result: Optional[Callable[[FileResult], None]] = None, scout: Any = None) -> RunResult:
+        on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
     """Process every file under `paths`; results come back (and stream to `on_result`) in path order.
 
-    Every file is read and screened from its bytes (by the scout, in the workers of a big run, or
-    in this process); only the files that need libcst are parsed, in worker processes when there are
+    Every file is read and screened from its bytes (in the workers of a big run, in this process
+    otherwise); only the files that need libcst are parsed, in worker processes when there are
     enough of them (`config.jobs`), in-process otherwise. Pass 1 rewrites the files a fact-publishing codemod wants and gathers
     their facts; pass 2 rewrites the other files, and again those of pass 1 that name a fact
     another file published. Each file is parsed once unless it is rewritten again in pass 2.
 
-    `scout`: a `migrate.scout.Scout` started for these paths; its walk and screen are taken when it
-    made them for this run's settings (with a cache, it hashed the bytes: a re-run looks its files up
-    without reading them here); it is closed either way.
     """
     with _quiet_gc():
-        return _run(paths, config, on_result, scout)
+        return _run(paths, config, on_result)
 
 
 @contextmanager
@@ -617,44 +543,26 @@ def _quiet_gc() -> Iterator[None]:
 
 
 def _run(paths: Sequence[str], config: RunConfig,
-         on_result: Optional[Callable[[FileResult], None]] = None, scout: Any = None) -> RunResult:
+         on_result: Optional[Callable[[FileResult], None]] = None) -> RunResult:
     from .pool import FilePool
     discovery.forget_packages()  # __init__.py files may have come or gone since the last run
     apex_shadow.forget()  # and local apex.py files
     cache = _open_cache(config)
-    cold = cache is None or not cache.entries
-    scouted = None
-    if scout is not None:
-        try:
-            if cold and config.prefilter:
-                # the scout is most likely still at work: the codemods are imported while it finishes,
-                # here, once, instead of in each worker after it
-                _warm_worker()
-            scouted = scout.collect(paths, config.excludes, cache is not None) if config.prefilter else None
-        finally:
-            scout.close()
     with FilePool(config.jobs, initializer=_warm_worker) as pool:
-        if scouted is not None:
-            files = scouted.files
-            if cold and len(files) >= MIN_POOL_SCREEN and (scouted.kept or scouted.wanted
-                                                           or scouted.reached < len(files)):
-                pool.start_early()
-        else:
-            files = _discover(paths, config, pool, cold=cold)
+        files = list(discovery.discover(paths, config.excludes))
         keys: List[Any] = [None] * len(files)
         kept = _KeptBytes()  # bytes of skipped and pass-1 files, for the fact checks after pass 1
         result = RunResult(scanned=len(files))
-        early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]] = {}  # pass 1 done while screening
         progress.stage(on_result, "screening", len(files), files=len(files))
-        screened = _screen_all(files, config, cache, keys, kept, pool, early, scouted, on_result)
+        screened = _screen_all(files, config, cache, keys, kept, pool, on_result)
         facts = RepoFacts()
         published: Dict[int, RepoFacts] = {}
         ready: Dict[int, FileResult] = {}  # results made before pass 2's pool (written, if asked, below)
         indexed = [i for i, (step, _) in enumerate(screened) if step == _PASS_ONE]
-        pass_one = {i: cache.get(keys[i], "pass1") for i in indexed if i not in early} if cache else {}
-        todo1 = [i for i in indexed if pass_one.get(i) is None and i not in early]
+        pass_one = {i: cache.get(keys[i], "pass1") for i in indexed} if cache else {}
+        todo1 = [i for i in indexed if pass_one.get(i) is None]
         progress.stage(on_result, "pass 1", len(todo1))
-        done1 = list(early.items()) + list(zip(todo1, progress.ticking(pool.map(
+        done1 = list(zip(todo1, progress.ticking(pool.map(
             _pass_one_task, [(files[i], config) for i in todo1], _pass_one_crashed, weight=_file_weight,
             batch_under=LIGHT_FILE), on_result)))
         for i, res in done1:
@@ -764,17 +672,6 @@ def _note_torchrun_scripts(files: Sequence[discovery.Discovered], screened: List
                 screened[i] = (_REWRITE, None)
 
 
-def _discover(paths: Sequence[str], config: RunConfig, pool: Any, cold: bool) -> List[discovery.Discovered]:
-    """The files of the run. Once they are enough to be screened in the pool and no cache may
-    answer them, the workers start, and import the codemods, while the walk goes on."""
-    files = []
-    for d in discovery.discover(paths, config.excludes):
-        files.append(d)
-        if len(files) == MIN_POOL_SCREEN and cold:
-            pool.start_early()
-    return files
-
-
 def files_to_parse(paths: Sequence[str], config: Optional[RunConfig] = None) -> List[str]:
     """The Python files under `paths` that a run's pass 1 parses with libcst (the cheap screen of
     their bytes wants them). Pass 2 may parse a few more, for facts pass 1 publishes."""
@@ -797,21 +694,13 @@ def _open_cache(config: RunConfig) -> Any:
 
 
 class _KeptBytes(Dict[int, bytes]):
-    """File bytes by position in the run, while they add up to at most LIMIT bytes; `get` falls back
-    on `backing`, the bytes the scout read (`migrate.scout.SharedBytes`), when the run has them."""
+    """File bytes by position in the run, while they add up to at most LIMIT bytes."""
 
     LIMIT = 32_000_000
 
     def __init__(self) -> None:
         super().__init__()
         self.total = 0
-        self.backing: Any = None
-
-    def get(self, i: int, default: Optional[bytes] = None) -> Optional[bytes]:  # type: ignore[override]
-        data = super().get(i)
-        if data is None and self.backing is not None:
-            data = self.backing.get(i)
-        return default if data is None else data
 
     def keep(self, i: int, data: bytes) -> None:
         if self.total + len(data) <= self.LIMIT:
@@ -825,72 +714,27 @@ MIN_POOL_SCREEN = 256  # fewer files to screen than this are screened in this pr
 
 
 def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache: Any, keys: List[Any],
-                kept: _KeptBytes, pool: Any, early: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
-                scouted: Any = None, bar: Any = None) -> List[Tuple[int, Optional[FileResult]]]:
+                kept: _KeptBytes, pool: Any, bar: Any = None) -> List[Tuple[int, Optional[FileResult]]]:
     """Each file's screen, in order. Files the cache does not answer are screened in the pool when
-    they are many (a big tree with few candidates spends its time here), in this process otherwise.
-    In the pool, the pass-1 rewrite of each candidate starts as soon as its chunk is screened, while
-    the other chunks still are; those results land in `early` (by file position). `scouted`: the
-    screen `migrate.scout` made of the first files, under every rule: its verdicts stand under a
-    selection that takes every rule; the files it wanted are screened again under a narrower one,
-    and those it left at their tokens (`Scouted.kept`) always are."""
+    they are many (a big tree with few candidates spends its time here), in this process otherwise."""
     screened: List[Optional[Tuple[int, Optional[FileResult]]]] = [None] * len(files)
-    check: List[int] = list(range(len(files)))
-    if scouted is not None:
-        check = []
-        skipped, wanted = set(scouted.skipped), set(scouted.wanted)
-        kept.backing = scouted.data
-        # the scout screened under every rule: with such a selection its verdicts are the screen's own
-        exact = getattr(config.select, "takes_every_rule", lambda: False)() and not config.per_file_ignores
-        for i in sorted(skipped.union(wanted, scouted.kept)):
-            digest = scouted.digests.get(i) if cache is not None else None
-            if digest is not None:  # a re-run: the scout hashed the bytes, the cache may know them
-                keys[i] = _cache_key(files[i], digest)
-                hit = cache.get(keys[i], "screen")
-                if hit is not None:
-                    screened[i] = hit
-                    continue
-            if i in skipped or exact and i in wanted:
-                screened[i] = (_SKIP if i in skipped else _PASS_ONE if files[i].kind == discovery.PYTHON
-                               else _REWRITE, None)
-                if digest is not None:
-                    cache.put(keys[i], "screen", screened[i])
-            else:
-                check.append(i)
-        for i, message in scouted.errors.items():
-            screened[i] = (_SKIP, FileResult(files[i].path, files[i].kind, error=message))
-        check.extend(range(scouted.reached, len(files)))
+    data_of: Dict[int, bytes] = {}
     if cache is None:
-        todo = list(check)
-        data_of: Dict[int, bytes] = {}
+        todo = list(range(len(files)))
     else:
-        todo, data_of = [], {}
-        for i in check:
-            d = files[i]
+        todo = []
+        for i, d in enumerate(files):
             hit = _screen_from_cache(d, cache, keys, i, data_of)
             if hit is None:
                 todo.append(i)
             else:
                 screened[i] = _kept_screen(hit, d, i, data_of.pop(i, None), kept)
-    progress.advance(bar, len(files) - len(todo))  # answered by the scout or the cache
-    # after the scout, the few files it kept go to workers already started for the big tree: their
-    # screens (a stdlib parse here and there) then run beside the first rewrites
-    if (len(todo) >= MIN_POOL_SCREEN or scouted is not None and pool.started) and pool.parallel_for(len(todo)):
-        # biggest files first, in chunks that start small: a big candidate's rewrite then starts as
-        # soon as the few biggest files are screened, not after a whole chunk of big files
-        todo = sorted(todo, key=lambda i: -_file_weight((files[i],)))
-        chunks = [[(i, files[i]) for i in todo[a:b]]
-                  for a, b in _ramped_chunks(len(todo), min(SCREEN_CHUNK, -(-len(todo) // (4 * pool.jobs))))]
-
-        def candidates(chunk: List[Tuple[int, Tuple[int, Optional[FileResult]], Optional[bytes]]]
-                       ) -> List[Tuple[int, Tuple[discovery.Discovered, RunConfig]]]:
-            return [(i, (files[i], config)) for i, one, _ in chunk if one[0] == _PASS_ONE
-                    and (cache is None or keys[i] is None or cache.get(keys[i], "pass1") is None)]
-
-        screens, rewritten = pool.pipeline(_screen_task, [(c, config) for c in chunks], _screen_crashed,
-                                           candidates, _pass_one_task, _pass_one_crashed, weight=_file_weight)
-        early.update(rewritten)
-        for chunk in progress.ticking(screens, bar, len):
+    progress.advance(bar, len(files) - len(todo))  # answered by the cache
+    if len(todo) >= MIN_POOL_SCREEN and pool.parallel_for(len(todo)):
+        size = min(SCREEN_CHUNK, -(-len(todo) // (4 * pool.jobs)))
+        chunks = [[(i, files[i]) for i in todo[a:a + size]] for a in range(0, len(todo), size)]
+        for chunk in progress.ticking(pool.map(_screen_task, [(c, config) for c in chunks], _screen_crashed,
+                                               parallel=True), bar, len):
             for i, one, digest in chunk:
                 data = data_of.pop(i, None)
                 if cache is not None and keys[i] is not None and digest == keys[i][2]:
@@ -911,17 +755,6 @@ def _screen_all(files: Sequence[discovery.Discovered], config: RunConfig, cache:
                 cache.put(keys[i], "screen", one)
             screened[i] = _kept_screen(one, d, i, data, kept)
     return screened  # type: ignore[return-value]
-
-
-def _ramped_chunks(n: int, size: int, first: int = 4) -> List[Tuple[int, int]]:
-    """(start, end) of chunks covering range(n): `first` items, then twice as many each time, up to
-    `size` items."""
-    out, start, step = [], 0, max(1, min(first, size))
-    while start < n:
-        out.append((start, min(n, start + step)))
-        start += step
-        step = min(size, 2 * step)
-    return out
 
 
 def _screen_from_cache(d: discovery.Discovered, cache: Any, keys: List[Any], i: int,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,10 +29,6 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-def _nothing() -> None:
-    """The task that starts an idle pool's workers."""
 
 
 def _each(fn: Callable[[T], R], items: Sequence[T]) -> List[R]:
@@ -94,24 +90,11 @@ class FilePool:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
-    @property
-    def started(self) -> bool:
-        """Whether the workers run (or are starting): work sent now does not pay for their start."""
-        return self._executor is not None
-
     def parallel_for(self, n: int, total_weight: float = 0.0) -> bool:
         """Whether `n` items (of `total_weight` bytes, when known) are worth sending to workers: any
-        once the workers run (an earlier map or `start_early` started them, and they are ready for
-        the work, which this process may not be), else enough items to pay for starting them."""
+        once the workers run (an earlier map started them), else enough items to pay for starting them."""
         return self.jobs > 1 and (n >= self.min_items or (self._executor is not None or self._crashed) and n >= 1
                                   or (n >= 2 and total_weight >= MIN_POOL_BYTES))
-
-    def start_early(self) -> None:
-        """Start the workers now, for a run that will use them: they fork and run `initializer` while
-        this process goes on with what comes before the first map (all of them where workers fork;
-        with the spawn start method the executor starts one per task, so here only the first)."""
-        if self.jobs > 1 and self._executor is None:
-            self._start(self.jobs).submit(_nothing)  # the first task makes the executor fork its workers
 
     def _start(self, n: int) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -212,68 +195,6 @@ class FilePool:
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
         return finished
-
-    def pipeline(self, fn: Callable[[T], R], items: Sequence[T], on_crash: Callable[[T], R],
-                 follow: Callable[[R], Sequence[Tuple[Any, Any]]], follow_fn: Callable[[Any], Any],
-                 follow_crash: Callable[[Any], Any], weight: Optional[Callable[[Any], float]] = None
-                 ) -> Tuple[List[R], Dict[Any, Any]]:
-        """`fn` over `items` in the workers (results in input order), and `follow_fn` over the
-        (key, item) pairs `follow(result)` names, each submitted as soon as that result is back.
-
-        At most two per worker of `items` run or wait at a time (one running, one queued, so no
-        worker idles between them), so follow-up work queues behind no more than that: a big file
-        found by the first screening chunk is rewritten while the others are still screened. Returns (results, {key: follow_fn(item)}). If a worker dies, what is left
-        goes through `map` (which restarts the pool and isolates the item that brings it down).
-        """
-        executor = self._start(len(items))
-        results: List[Any] = [None] * len(items)
-        got = [False] * len(items)
-        followed: Dict[Any, Any] = {}
-        queued: Dict[Any, Tuple[Any, Any]] = {}  # key -> (item, future)
-        waiting: Dict[Any, int] = {}  # future -> index into items
-        nxt = 0
-        try:
-            while nxt < len(items) and len(waiting) < 2 * self.jobs:
-                waiting[executor.submit(fn, items[nxt])] = nxt
-                nxt += 1
-            while waiting:
-                done, _ = wait(list(waiting), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = waiting.pop(fut)
-                    results[i], got[i] = fut.result(), True
-                    pairs = list(follow(results[i]))
-                    if weight is not None:
-                        pairs.sort(key=lambda kv: -weight(kv[1]))  # type: ignore[misc]
-                    for key, item in pairs:  # named before any is submitted: a submit that finds the
-                        queued[key] = (item, None)  # pool broken leaves the rest to the recovery below
-                    for key, item in pairs:
-                        queued[key] = (item, executor.submit(follow_fn, item))
-                    if nxt < len(items):
-                        waiting[executor.submit(fn, items[nxt])] = nxt
-                        nxt += 1
-            for key, (item, fut) in queued.items():
-                followed[key] = fut.result()
-            return results, followed
-        except BrokenProcessPool:
-            self._discard()
-        rest = [i for i in range(len(items)) if not got[i]]
-        for i, value in zip(rest, self.map(fn, [items[i] for i in rest], on_crash, parallel=True)):
-            results[i] = value
-            for key, item in follow(value):
-                queued[key] = (item, None)
-        lost = []
-        for key, (item, fut) in queued.items():
-            if key in followed:
-                continue
-            if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
-                followed[key] = fut.result()
-            else:
-                lost.append((key, item))
-        # parallel=True even for one item: after a death, work must never run in this process
-        for (key, _), value in zip(lost, self.map(follow_fn, [item for _, item in lost], follow_crash,
-                                                   weight=weight, parallel=True)):
-            followed[key] = value
-        return results, followed
 
     def _discard(self) -> None:
         """Drop a pool a worker's death broke; later work goes to fresh workers, never in-process

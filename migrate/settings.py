@@ -1,5 +1,5 @@
 """A run's settings: the rule selection and RunConfig. Nothing here imports libcst, so the command
-line builds them (and starts the screening scout, `migrate.scout`) before libcst is imported."""
+line builds them before libcst is imported."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -66,82 +66,14 @@ def _write_marker(item):
     return -i
 
 
-def test_pipeline_starts_follow_ups_while_first_stage_items_still_run(tmp_path):
-    """The rewrite of a candidate found in the first screening chunk runs before the last chunk is
-    screened: here the last item waits for a file only the first item's follow-up writes."""
-    from migrate.pool import FilePool
-    marker = str(tmp_path / "marker")
-    items = [(i, marker, 5) for i in range(6)]
-    with FilePool(2) as pool:
-        results, followed = pool.pipeline(_wait_for_marker, items, lambda it: None,
-                                          lambda res: [(res[0], (res[0], marker))] if res[0] in (0, 3) else [],
-                                          _write_marker, lambda it: "crashed")
-    assert results == [(0, None), (1, None), (2, None), (3, None), (4, None), (5, True)]
-    assert followed == {0: 0, 3: -3}
 
 
-def _follow_crashes_on_2(item):
-    if item == 2:
-        os._exit(3)
-    return item * 10
 
-
-def _check_crashing_pipeline(pool):
-    """Item 7 kills its worker in the first stage, the follow-up of item 2 in the second: both are
-    reported, every other result and follow-up comes back."""
-    with pool:
-        results, followed = pool.pipeline(_crash_on_7, list(range(10)), lambda i: ("crashed", i),
-                                          lambda r: [(r, r // 2)] if isinstance(r, int) else [],
-                                          _follow_crashes_on_2, lambda i: ("crashed", i))
-    assert results == [0, 2, 4, 6, 8, 10, 12, ("crashed", 7), 16, 18]
-    assert followed == {0: 0, 2: 10, 4: ("crashed", 2), 6: 30, 8: 40, 10: 50, 12: 60, 16: 80, 18: 90}
-
-
-def test_pipeline_survives_a_worker_that_dies_in_a_follow_up():
-    from migrate.pool import FilePool
-    _check_crashing_pipeline(FilePool(2))
-
-
-def test_pipeline_keeps_follow_ups_of_a_result_whose_submit_finds_the_pool_broken():
-    """The pool can break between a first-stage result coming back and its follow-ups being
-    submitted (the CI run that lost key 10 here): those follow-ups still run, after the restart."""
-    from concurrent.futures.process import BrokenProcessPool
-
-    from migrate.pool import FilePool
-
-    class BreaksOnFollowUpOf5(FilePool):
-        """The first executor refuses the follow-up of item 5 as a broken pool would."""
-
-        def _start(self, n):
-            executor = super()._start(n)
-            if getattr(self, "_wrapped", False):
-                return executor
-            self._wrapped = True
-            submit = executor.submit
-
-            def breaking_submit(fn, item):
-                if fn is _follow_crashes_on_2 and item == 5:
-                    raise BrokenProcessPool("a worker died")
-                return submit(fn, item)
-            executor.submit = breaking_submit
-            return executor
-
-    _check_crashing_pipeline(BreaksOnFollowUpOf5(2))
 
 
 def _double(i):
     return i * 2
 
-
-def test_a_follow_up_that_kills_its_worker_after_every_first_stage_result_is_back_runs_out_of_process():
-    """Nothing of the first stage is left to restart the pool with: the follow-ups still in doubt
-    must go to fresh workers, never run in this process (where the crash would end the run)."""
-    from migrate.pool import FilePool
-    with FilePool(2) as pool:
-        results, followed = pool.pipeline(_double, [1, 2, 3], lambda i: ("crashed", i),
-                                          lambda r: [(r, r // 2)], _follow_crashes_on_2, lambda i: ("crashed", i))
-    assert results == [2, 4, 6]
-    assert followed == {2: 10, 4: ("crashed", 2), 6: 30}
 
 
 def _slow_unless_crashing_on_5(i):
@@ -250,13 +182,6 @@ def test_screening_in_the_pool_agrees_with_screening_here(tmp_path, monkeypatch)
         return real_map(self, fn, items, *a, **k)
 
     monkeypatch.setattr(FilePool, "map", spy)
-    real_pipeline = FilePool.pipeline
-
-    def spy_pipeline(self, fn, items, *a, **k):
-        mapped.append((fn.__name__, True))
-        return real_pipeline(self, fn, items, *a, **k)
-
-    monkeypatch.setattr(FilePool, "pipeline", spy_pipeline)
     summary = lambda r: [(f.path, f.new_text, f.error, [(x.code, x.line, x.message) for x in f.findings])
                          for f in r.files]
     here = summary(run([str(tmp_path / "t")], RunConfig(jobs=1)))
@@ -275,47 +200,7 @@ def _mark_worker():
     open(os.path.join(os.environ["TEST_MARKERS"], str(os.getpid())), "w").close()
 
 
-def test_start_early_forks_every_worker_and_runs_its_initializer(tmp_path, monkeypatch):
-    import time
-    from migrate.pool import FilePool
-    monkeypatch.setenv("TEST_MARKERS", str(tmp_path))
-    with FilePool(2, initializer=_mark_worker) as pool:
-        assert not pool.parallel_for(1)
-        pool.start_early()
-        deadline = time.monotonic() + 20
-        while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(os.listdir(tmp_path)) == 2  # both workers started, before any map
-        assert pool.parallel_for(1)  # running workers take even a single item
-        assert list(pool.map(_pid_of, ["x"], lambda t: None)) != [os.getpid()]
-    with FilePool(1, initializer=_mark_worker) as pool:
-        pool.start_early()  # one job: no workers
-        assert not pool.parallel_for(1)
 
-
-def test_a_big_cold_run_starts_its_workers_while_discovering(tmp_path, monkeypatch):
-    import migrate.engine as engine
-    from migrate.pool import FilePool
-    started = []
-    monkeypatch.setattr(FilePool, "start_early", lambda self: started.append(True))
-    for i in range(engine.MIN_POOL_SCREEN):
-        (tmp_path / f"m{i}.py").write_text("x = 1\n")
-    engine.run([str(tmp_path)], RunConfig(jobs=2))
-    assert started == [True]
-    started.clear()
-    (tmp_path / "m0.py").unlink()  # one file fewer than the pool screens: no early start
-    engine.run([str(tmp_path)], RunConfig(jobs=2))
-    assert started == []
-
-
-def test_screening_chunks_start_small_and_cover_every_file():
-    from migrate.engine import _ramped_chunks
-    assert _ramped_chunks(317, 40) == [(0, 4), (4, 12), (12, 28), (28, 60), (60, 100), (100, 140), (140, 180),
-                                       (180, 220), (220, 260), (260, 300), (300, 317)]
-    for n, size in ((0, 5), (1, 1), (3, 40), (1000, 128), (17, 2)):
-        chunks = _ramped_chunks(n, size)
-        assert [i for a, b in chunks for i in range(a, b)] == list(range(n))
-        assert all(0 < b - a <= size for a, b in chunks)
 
 
 def test_weighted_results_stream_in_input_order_while_the_heavy_item_runs(tmp_path):
