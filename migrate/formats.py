@@ -6,6 +6,7 @@ changes meaning.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -106,6 +107,10 @@ def shown_line(fr: FileResult, f: Finding, mode: str) -> int:
 def visible_findings(fr: FileResult, show_ignored: bool) -> List[Finding]:
     """The findings of one file to print, sorted by line: suppressed ones only with `show_ignored`."""
     out = [f for f in fr.findings if show_ignored or not f.ignored]
+    if os.path.isabs(fr.path):  # a message naming its own file (a torchrun line) names it as the run shows it
+        shown = display_path(fr.path).replace(os.sep, "/")
+        out = [dataclasses.replace(f, message=f.message.replace(fr.path, shown)) if fr.path in f.message else f
+               for f in out]
     return sorted(out, key=lambda f: (f.line, f.col, f.code))
 
 

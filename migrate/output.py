@@ -20,7 +20,7 @@ from codemods.records import FIX, INFO, WARNING
 
 if TYPE_CHECKING:  # the engine imports libcst, which `progress` (used before a run) must not wait for
     from .engine import FileResult, RunResult
-from .formats import display_path, error_text, patch_path, relative_note
+from .formats import display_path, error_text, patch_path, relative_note, visible_findings
 from .linediff import shared_ends
 
 _CONTEXT = 3  # difflib's default: lines of context around each change
@@ -96,9 +96,7 @@ def finding_lines(result: RunResult, mode: str, show_ignored: bool = False, colo
     """`path:line:col: CODE message` lines, 1-based, sorted by file, line, column and code."""
     rows = []
     for fr in result.files:
-        for f in fr.findings:
-            if f.ignored and not show_ignored:
-                continue
+        for f in visible_findings(fr, show_ignored):
             line = f.new_line if (mode == "rewrite" and fr.written and f.new_line) else f.line
             tag = " (ignored)" if f.ignored else ""
             cell = f"cell {f.cell}:" if f.cell is not None else ""  # ruff's `nb.ipynb:cell 3:2:1:`

@@ -56,16 +56,6 @@ def coarse(data: bytes, present: Optional[Present] = None) -> bool:
     return any(has(token) for token in registry.TOKENS) or any(has.word(w) for w in registry.WORDS)
 
 
-def holds_a_screen_token(data: bytes) -> bool:
-    """The scout's first look (`migrate.scout`): `coarse`, under every selection."""
-    return coarse(data)
-
-
-def wanted_by_some(data: bytes, module_name: str = "") -> bool:
-    """The scout's second look (`migrate.scout`): `coarse`, under every selection."""
-    return coarse(data)
-
-
 def _published_names(facts: RepoFacts) -> Set[str]:
     """The names other files' call sites spell: the functions that now take a scaler, spawn entries."""
     names: Set[str] = set()
