@@ -156,8 +156,15 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
                             for p in missing)
     for folder in folders_without_files(result, existing):
         click.echo(f"{folder}: warning: no Python files found (nothing to migrate here)", err=True)
-    code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
-                    verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
+    from .interrupts import EXIT_INTERRUPTED, sigterm_interrupts
+    try:
+        with sigterm_interrupts():
+            code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
+                            verbose=verbose, show_ignored=show_ignored, color=color, verify_json=verify_json)
+    except KeyboardInterrupt:  # the files are written (each group whole); only the report was cut short
+        click.echo("interrupted while reporting: every file written is complete; run `apex2amp check` to "
+                   "list what is left", err=True)
+        return EXIT_INTERRUPTED
     if missing:
         return 2
     return code

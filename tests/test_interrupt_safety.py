@@ -89,3 +89,29 @@ def test_uninterrupted_run_writes_every_group(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, out + err
     assert all(t != old[n] for n, t in _texts(root).items())
+
+
+def test_interrupt_while_reporting_exits_130(tmp_path):
+    """Ctrl-C while the diff is being printed (the run is over, stdout is full) exits 130 with a line that
+    says the written files are complete, not click's "Aborted!" and exit 1."""
+    if not os.path.exists("/proc/self/wchan"):
+        pytest.skip("needs /proc to see the process blocked on its output pipe")
+    src = open(os.path.join(REPO, "fixtures", "demo", "train.py")).read()
+    for i in range(60):
+        (tmp_path / f"train_{i}.py").write_text(src)
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=REPO)
+    p = subprocess.Popen([sys.executable, "-m", "apex2amp", "rewrite", "--diff", "--no-cache", "-j", "1", "."],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # blocked writing the diff: the pipe is full and nobody reads it
+        with open(f"/proc/{p.pid}/wchan") as f:
+            if "pipe" in f.read():
+                break
+        time.sleep(0.05)
+    else:
+        p.kill()
+        pytest.fail("the run never blocked on its output")
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err.decode()
+    assert b"interrupted while reporting" in err
