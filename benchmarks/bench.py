@@ -8,8 +8,7 @@ the floor "read every file from Python with libcst imported", the floor "bare li
 of every file", files/s and MB/s of each, the ratios to the floors and the 1-vs-N-jobs speed-up.
 A third floor, "read all + parse N to parse", reads every file and parses and regenerates, with bare
 libcst, the N files whose bytes make apex2amp parse them (engine.files_to_parse), whole, in one
-process (column "x work"). apex2amp parses only the statements some of those files need
-(migrate/regions.py), so a run can come in under that floor.
+process (column "x work").
 
 Nothing in TREE is written (`rewrite --diff` writes nothing). apex2amp's own bytecode is compiled
 first (into its __pycache__ folders), so its runs are timed as an installed tool's.

@@ -1,7 +1,6 @@
 """The plain records codemods and the engine share: rule codes, findings, options, repo facts.
 
-Nothing here imports libcst, so the command line and the screening before any parse (`migrate.scout`)
-can build a run's settings while libcst is still being imported.
+Nothing here imports libcst, so the command line can build a run's settings without importing it.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Machine-readable renderings of a run: `json`, `sarif` (2.1.0) and `github` (workflow commands).
 
 `render(result, fmt, mode=..., show_ignored=...)` returns the whole document as text. Field names of the
-JSON format are stable (see docs/readme/ecosystem.md); `JSON_VERSION` changes only when one is removed or
+JSON format are stable (see docs/ecosystem.md); `JSON_VERSION` changes only when one is removed or
 changes meaning.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Compare two runs' per-rank, per-step records and decide pass/fail (tolerance policy in docs/readme/verify.md)."""
+"""Compare two runs' per-rank, per-step records and decide pass/fail (tolerance policy in docs/verify.md)."""
 from __future__ import annotations
 
 import math
