@@ -30,7 +30,9 @@ def _floor_python(cache_dir) -> str:
 
 
 def test_goldens_hold_on_the_oldest_supported_libcst(request, tmp_path):
-    python = _floor_python(request.config.cache.mkdir("libcst-1.1.0-venv"))
+    cache = getattr(request.config, "cache", None)  # absent under `-p no:cacheprovider`: build it per run
+    where = cache.mkdir("libcst-1.1.0-venv") if cache is not None else tmp_path / "libcst-1.1.0-venv"
+    python = _floor_python(where)
     version = subprocess.run([python, "-c", "import libcst; print(libcst.__file__)"], capture_output=True,
                              text=True, check=True).stdout
     assert "libcst-1.1.0-venv" in version  # the floor's libcst, not this environment's
