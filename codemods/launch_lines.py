@@ -90,10 +90,12 @@ class LaunchCommandInCode(Codemod):
         for line, col, text in _doc_lines(module, docstrings, ctx):
             _report_doc_line(ctx, line, col, text)
         if _is_launcher_copy(module, index, docstrings):
-            ctx.report(module.body[0], "A2A411", "this module is a copy of torch's launcher (torch.distributed.launch), "
+            doc = module.body[0].body[0].value  # type: ignore[attr-defined]
+            k = next(i for i, t in enumerate(doc.value.split("\n")) if "torch.distributed.launch" in t)
+            ctx.report(doc, "A2A411", "this module is a copy of torch's launcher (torch.distributed.launch), "
                        "which torchrun replaces: launch the training script with `torchrun --nproc_per_node=N "
                        "SCRIPT.py ...` (it sets LOCAL_RANK, RANK and WORLD_SIZE and passes no --local_rank) and "
-                       "drop this copy")
+                       "drop this copy", at=(ctx.line_of(doc) + k, 1) if k else None)
         return module
 
     def _command_string(self, node: cst.BaseExpression, ctx: FileContext) -> None:
