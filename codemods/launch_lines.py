@@ -152,8 +152,8 @@ def _report_doc_line(ctx: FileContext, line: int, col: int, text: str) -> None:
     if m is None:
         return
     command = m.group(0).strip()
-    if command.startswith(">>>"):
-        command = command[3:].strip()
+    while command and (command[-1] in ".,;:`'\"" or command[-1] == ")" and command.count("(") < command.count(")")):
+        command = command[:-1]  # the sentence's punctuation, not the command's
     ctx.report(None, "A2A411", f"a docstring / comment shows `{command}`: update it to `{torchrun_line(command)}` "
                "(torchrun passes no --local_rank; the script reads LOCAL_RANK)", at=(line, col + m.start() + 1))
 
