@@ -149,9 +149,9 @@ def _docstrings(module: cst.Module, index: ModuleIndex) -> set:
 def _report_doc_line(ctx: FileContext, line: int, col: int, text: str) -> None:
     """A2A411 for a launch line shown in a docstring or a comment."""
     m = _DOC_LINE.search(text)
-    if m is None:
+    if m is None or ctx.suppressions is not None and ctx.suppressions.covers(line, "A2A411"):
         return
-    command = m.group(0).strip()
+    command = m.group(0).split("  #")[0].strip()
     while command and (command[-1] in ".,;:`'\"" or command[-1] == ")" and command.count("(") < command.count(")")):
         command = command[:-1]  # the sentence's punctuation, not the command's
     ctx.report(None, "A2A411", f"a docstring / comment shows `{command}`: update it to `{torchrun_line(command)}` "
