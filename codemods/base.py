@@ -59,10 +59,13 @@ class FileContext:
         return self.select(code)
 
     def report(self, node: Optional[cst.CSTNode], code: str, message: str, *, fixed: bool = False,
-               severity: Optional[str] = None) -> None:
-        """Record a finding at `node` (a node of the module the current stage was given)."""
+               severity: Optional[str] = None, at: Optional[Tuple[int, int]] = None) -> None:
+        """Record a finding at `node` (a node of the module the current stage was given), or at the
+        (line, column) `at` of that module's source (a line inside a docstring, a comment)."""
         line = col = 0
-        if node is not None and self._positions is not None:
+        if at is not None:
+            line, col = at
+        elif node is not None and self._positions is not None:
             pos = self._positions.get(node)
             if pos is not None:
                 line, col = pos.start.line, pos.start.column + 1

@@ -5,11 +5,18 @@ or `os.system`: `f"python -m torch.distributed.launch --nproc_per_node={n} train
 `[sys.executable, "-m", "torch.distributed.launch", ...]`. Rewriting a command assembled at run time
 cannot be shown right (its pieces may come from anywhere), so each one gets a finding at its line with
 the torchrun command to use. Launch lines in YAML / INI config files: migrate/launch_scripts.py (A2A414).
+
+A launch line shown in a docstring or a comment (`python -m torch.distributed.launch --nproc_per_node=N
+train.py`) is documentation: A2A411 at that line with the torchrun line to use. A module that is itself a
+copy of torch's launcher (its docstring documents `torch.distributed.launch`, it parses `--nproc_per_node`
+and starts the workers with subprocess) gets one more A2A411: torchrun replaces it.
 """
 from __future__ import annotations
 
+import io
 import re
-from typing import List, Optional
+import tokenize
+from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -43,6 +50,9 @@ command: python -m torch.distributed.launch --nproc_per_node=8 --use_env train.p
 _PLAIN = re.compile(r"(?<![\w/$.-])python(?:3(?:\.\d+)?)?\s+-m\s+torch\.distributed\.launch\b")
 _OTHER = re.compile(r"-m\s+torch\.distributed\.launch\b")
 _USE_ENV = re.compile(r"\s--use[_-]env\b(?:=\S+)?")
+# a launch line, not prose about the launcher: the module is followed by a flag or a script
+_DOC_LINE = re.compile(r"(?:[\w./${}-]+\s+)?-m\s+torch\.distributed\.launch"
+                       r"(?=\s+(?:--?\w|\S+\.py\b))[^\n]*")
 
 
 def torchrun_line(command: str) -> str:
@@ -58,7 +68,7 @@ class LaunchCommandInCode(Codemod):
 
     NAME = "launch_lines"
     DESCRIPTION = "torch.distributed.launch commands built in Python code (findings only)"
-    CODES = (IN_CODE.code,)
+    CODES = (IN_CODE.code, "A2A411")
     TOKENS = (b"torch.distributed.launch",)
     REPORTS_ONLY = True
 
@@ -77,6 +87,15 @@ class LaunchCommandInCode(Codemod):
             elif type(node) is cst.ConcatenatedString and id(node) not in docstrings \
                     and not isinstance(index.parent(node), cst.ConcatenatedString):
                 self._command_string(node, ctx)
+        for line, col, text in _doc_lines(module, docstrings, ctx):
+            _report_doc_line(ctx, line, col, text)
+        if _is_launcher_copy(module, index, docstrings):
+            doc = module.body[0].body[0].value  # type: ignore[attr-defined]
+            k = next(i for i, t in enumerate(doc.value.split("\n")) if "torch.distributed.launch" in t)
+            ctx.report(doc, "A2A411", "this module is a copy of torch's launcher (torch.distributed.launch), "
+                       "which torchrun replaces: launch the training script with `torchrun --nproc_per_node=N "
+                       "SCRIPT.py ...` (it sets LOCAL_RANK, RANK and WORLD_SIZE and passes no --local_rank) and "
+                       "drop this copy", at=(ctx.line_of(doc) + k, 1) if k else None)
         return module
 
     def _command_string(self, node: cst.BaseExpression, ctx: FileContext) -> None:
@@ -125,3 +144,75 @@ def _docstrings(module: cst.Module, index: ModuleIndex) -> set:
                 isinstance(body[0].body[0], cst.Expr):
             out.add(id(body[0].body[0].value))
     return out
+
+
+def _report_doc_line(ctx: FileContext, line: int, col: int, text: str) -> None:
+    """A2A411 for a launch line shown in a docstring or a comment."""
+    m = _DOC_LINE.search(text)
+    if m is None or ctx.suppressions is not None and ctx.suppressions.covers(line, "A2A411"):
+        return
+    command = m.group(0).split("  #")[0].strip()
+    while command and (command[-1] in ".,;:`'\"" or command[-1] == ")" and command.count("(") < command.count(")")):
+        command = command[:-1]  # the sentence's punctuation, not the command's
+    ctx.report(None, "A2A411", f"a docstring / comment shows `{command}`: update it to `{torchrun_line(command)}` "
+               "(torchrun passes no --local_rank; the script reads LOCAL_RANK)", at=(line, col + m.start() + 1))
+
+
+def _doc_lines(module: cst.Module, docstrings: set, ctx: FileContext) -> Iterator[Tuple[int, int, str]]:
+    """(line, column, text) of every line of the module's docstrings and comments."""
+    for node in _docstring_nodes(module):
+        if id(node) not in docstrings or not isinstance(node, cst.SimpleString):
+            continue
+        first = ctx.line_of(node)
+        if not first:
+            continue
+        for k, text in enumerate(node.value.split("\n")):
+            yield first + k, 0, text
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(module.code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.start[1], tok.string
+
+
+def _docstring_nodes(module: cst.Module) -> List[cst.CSTNode]:
+    out: List[cst.CSTNode] = []
+    stack: List[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        body = node.body if isinstance(node, cst.Module) else \
+            (node.body.body if isinstance(node.body, cst.IndentedBlock) else [])  # type: ignore[attr-defined]
+        if body and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 and \
+                isinstance(body[0].body[0], cst.Expr):
+            out.append(body[0].body[0].value)
+        stack.extend(s for s in body if isinstance(s, (cst.FunctionDef, cst.ClassDef)))
+    return out
+
+
+def _is_launcher_copy(module: cst.Module, index: ModuleIndex, docstrings: set) -> bool:
+    """Whether the module is a copy of torch's launcher: its docstring documents torch.distributed.launch,
+    it declares a `--nproc_per_node` option, starts processes with subprocess and hands them `--local_rank` (or
+    LOCAL_RANK),
+    and no command of its own runs torch.distributed.launch (a job launcher that calls the real one)."""
+    doc = module.body[0] if module.body else None
+    if not (isinstance(doc, cst.SimpleStatementLine) and len(doc.body) == 1 and isinstance(doc.body[0], cst.Expr)
+            and isinstance(doc.body[0].value, cst.SimpleString)):
+        return False
+    text = doc.body[0].value.evaluated_value
+    if not isinstance(text, str) or "torch.distributed.launch" not in text:
+        return False
+    nproc = popen = local_rank = False
+    for node in index.nodes:
+        if type(node) in (cst.SimpleString, cst.FormattedString) and id(node) not in docstrings:
+            code = cst.Module([]).code_for_node(node)
+            if "torch.distributed.launch" in code:
+                return False
+            local_rank = local_rank or any(k in code for k in ("--local_rank", "--local-rank", "LOCAL_RANK"))
+        if isinstance(node, cst.SimpleString) and node.evaluated_value in ("--nproc_per_node", "--nproc-per-node"):
+            nproc = True
+        elif isinstance(node, cst.Attribute) and node.attr.value == "Popen" and \
+                isinstance(node.value, cst.Name) and node.value.value == "subprocess":
+            popen = True
+    return nproc and popen and local_rank

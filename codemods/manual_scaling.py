@@ -150,8 +150,31 @@ rule("A2A510", "manual-loss-scaling", "static manual loss scaling -> GradScaler"
 scaler.scale(loss).backward(), scaler.unscale_(optimizer) where the division was, scaler.step and
 scaler.update(). init_scale=S with growth_interval=2**30 keeps the scale static until an overflow,
 which GradScaler (unlike the hand-written code) skips.""",
-     before="(loss * 128.0).backward()\nfor p in model.parameters():\n    p.grad.data.div_(128.0)\noptimizer.step()",
-     after="scaler.scale(loss).backward()\nscaler.unscale_(optimizer)\nscaler.step(optimizer)\nscaler.update()")
+     before="""
+import torch
+
+
+def train(model, optimizer, loader, criterion):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        (loss * 128.0).backward()
+        for p in model.parameters():
+            p.grad.data.div_(128.0)
+        optimizer.step()""",
+     after="""
+import torch
+
+
+def train(model, optimizer, loader, criterion):
+    scaler = torch.amp.GradScaler("cuda", init_scale=128.0, growth_interval=2**30)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        scaler.step(optimizer)
+        scaler.update()""")
 rule("A2A511", "manual-loss-scaling-manual", "hand-written loss scaling not rewritten automatically", fixes=False,
      severity=WARNING,
      why="""
