@@ -10,6 +10,7 @@ from . import amp_rules as R
 from .base import FileContext, RepoFacts, module_root
 from .signatures import add_keyword, add_param, all_params
 from .amp_plan_state import AmpPlanState
+from .amp_facts_index import scaler_modules
 
 
 class ThreadingPlanning(AmpPlanState):
@@ -171,12 +172,15 @@ class ThreadingPlanning(AmpPlanState):
             return []
         targets = {f"{m}.{fn}": (facts.scaler_params.get(key, "scaler"), facts.scaler_slots.get(key, {}).get(fn))
                    for key, (m, fns) in visible_modules(facts, self.ctx).items() for fn in fns}
+        if not targets:
+            return []
+        names = set(targets)
         out: List[cst.Call] = []
         table = self.table
         params = self._cross_params
 
         def visit_Call(n: cst.Call) -> None:
-            hit = table.qualified_names(n.func) & set(targets)
+            hit = table.qualified_names(n.func) & names
             if hit:
                 param, slot = targets[sorted(hit)[0]]
                 if not any(a.keyword is not None and a.keyword.value == param for a in n.args) \
@@ -221,16 +225,17 @@ def visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, 
     """Modules of other files whose functions now take the scaler, as this file can import them:
     same import root first; another root only when no other root has a module of that name."""
     mine = module_root(ctx.path, ctx.module_name)
-    by_name: Dict[str, List[Tuple[str, str, List[str]]]] = {}
-    for key, fns in facts.scaler_functions.items():
-        root, _, name = key.rpartition("::")
-        by_name.setdefault(name, []).append((key, root, fns))
+    index = scaler_modules(facts.scaler_functions)
+    picked: Dict[str, List[str]] = {}  # name -> keys, in facts order
+    for name, key in index.by_root.get(mine, []):
+        picked.setdefault(name, []).append(key)
+    if ctx.module_name in picked:
+        del picked[ctx.module_name]  # this very file
+    for name, key in index.singles:
+        if name not in picked and not (name == ctx.module_name and key.rpartition("::")[0] == mine):
+            picked[name] = [key]
     out: Dict[str, Tuple[str, List[str]]] = {}
-    for name, entries in by_name.items():
-        if name == ctx.module_name and any(root == mine for _, root, _ in entries):
-            continue  # this very file
-        same = [e for e in entries if e[1] == mine]
-        pick = same or (entries if len(entries) == 1 else [])
-        for key, _, fns in pick:
-            out[key] = (name, fns)
+    for name in sorted(picked, key=index.rank.__getitem__):
+        for key in picked[name]:
+            out[key] = (name, facts.scaler_functions[key])
     return out

@@ -4,13 +4,31 @@ A codemod maps a libcst module (plus repo facts) to a module and findings. It ne
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple, TypeVar
 
 import libcst as cst
 
 from .records import (  # noqa: F401 - re-exported: the vocabulary every codemod imports from here
     FIX, INFO, RULES, SEVERITIES, WARNING, Finding, Options, RepoFacts, Rule, facts_key, module_root, rule,
 )
+
+
+T = TypeVar("T")
+_FACTS_INDEXES: Dict[Tuple[str, Hashable], Any] = {}
+_MAX_FACTS_INDEXES = 32
+
+
+def facts_index(kind: str, keys: Tuple[Hashable, ...], build: Callable[[Tuple[Hashable, ...]], T]) -> T:
+    """`build(keys)`, made once per `kind` and distinct `keys` (the keys of one table of the run's facts,
+    in order) and reused by every later file: each file gets its own copy of the facts, equal to the
+    others', so the index is found by the keys' value. `build` reads nothing but `keys`; a file looks the
+    values up in its own facts."""
+    found = _FACTS_INDEXES.get((kind, keys))
+    if found is None:
+        if len(_FACTS_INDEXES) >= _MAX_FACTS_INDEXES:
+            _FACTS_INDEXES.clear()
+        found = _FACTS_INDEXES[(kind, keys)] = build(keys)
+    return found
 
 
 class FileContext:
