@@ -7,27 +7,21 @@ from .base import facts_index
 
 
 class ScalerModules:
-    """The keys of `RepoFacts.scaler_functions` (`root::module`), grouped by import root and by module name."""
+    """The keys of `RepoFacts.scaler_functions` (`root::module`) by module name, and by name and import root."""
 
     def __init__(self, keys: Tuple[Hashable, ...]):
         self.rank: Dict[str, int] = {}  # module name -> its place in the order names first appear
-        self.position: Dict[str, int] = {}  # key -> its place in the facts
-        self.by_root: Dict[str, List[Tuple[str, str]]] = {}  # root -> (name, key), in facts order
-        counts: Dict[str, int] = {}
-        first: Dict[str, str] = {}
-        for i, key in enumerate(keys):
-            root, _, name = str(key).rpartition("::")
+        self.by_name: Dict[str, List[str]] = {}  # name -> keys, in facts order
+        self.by_name_root: Dict[Tuple[str, str], str] = {}  # (name, root) -> key
+        for key in map(str, keys):
+            root, _, name = key.rpartition("::")
             self.rank.setdefault(name, len(self.rank))
-            self.position[str(key)] = i
-            self.by_root.setdefault(root, []).append((name, str(key)))
-            counts[name] = counts.get(name, 0) + 1
-            first.setdefault(name, str(key))
-        # names only one module of the run has: visible from every root
-        self.singles: List[Tuple[str, str]] = [(n, first[n]) for n in self.rank if counts[n] == 1]
+            self.by_name.setdefault(name, []).append(key)
+            self.by_name_root.setdefault((name, root), key)
 
 
 def scaler_modules(scaler_functions: Dict[str, List[str]]) -> ScalerModules:
-    return facts_index("amp.scaler_modules", tuple(scaler_functions), ScalerModules)
+    return facts_index("amp.scaler_modules", scaler_functions, ScalerModules)
 
 
 class UnmigratedModules:
@@ -40,7 +34,7 @@ class UnmigratedModules:
 
 
 def unmigrated_modules(unmigrated_amp: List[str]) -> UnmigratedModules:
-    return facts_index("amp.unmigrated_modules", tuple(unmigrated_amp), UnmigratedModules)
+    return facts_index("amp.unmigrated_modules", unmigrated_amp, UnmigratedModules)
 
 
 def keys_by_module(keys: Dict[str, object]) -> Dict[str, List[str]]:
@@ -50,4 +44,4 @@ def keys_by_module(keys: Dict[str, object]) -> Dict[str, List[str]]:
         for k in ks:
             out.setdefault(str(k).rpartition("::")[2], []).append(str(k))
         return out
-    return facts_index("amp.keys_by_module", tuple(keys), build)
+    return facts_index("amp.keys_by_module", keys, build)

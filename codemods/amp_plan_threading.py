@@ -1,7 +1,7 @@
 """Scaler threading: the functions that need the scaler take it as a parameter, their callers pass it."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -171,7 +171,7 @@ class ThreadingPlanning(AmpPlanState):
         if not facts.scaler_functions:
             return []
         targets = {f"{m}.{fn}": (facts.scaler_params.get(key, "scaler"), facts.scaler_slots.get(key, {}).get(fn))
-                   for key, (m, fns) in visible_modules(facts, self.ctx).items() for fn in fns}
+                   for key, (m, fns) in visible_modules(facts, self.ctx, called_modules(self)).items() for fn in fns}
         if not targets:
             return []
         names = set(targets)
@@ -221,21 +221,31 @@ def _fills_slot(call: cst.Call, slot: Optional[int]) -> bool:
     return slot >= 0 and sum(1 for a in call.args if a.keyword is None) > slot
 
 
-def visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, List[str]]]:
-    """Modules of other files whose functions now take the scaler, as this file can import them:
-    same import root first; another root only when no other root has a module of that name."""
+def visible_modules(facts: RepoFacts, ctx: FileContext, names: Iterable[str]) -> Dict[str, Tuple[str, List[str]]]:
+    """Modules of other files whose functions now take the scaler, as this file can import them, among
+    the module names `names`: same import root first; another root only when no other root has a
+    module of that name."""
     mine = module_root(ctx.path, ctx.module_name)
     index = scaler_modules(facts.scaler_functions)
-    picked: Dict[str, List[str]] = {}  # name -> keys, in facts order
-    for name, key in index.by_root.get(mine, []):
-        picked.setdefault(name, []).append(key)
-    if ctx.module_name in picked:
-        del picked[ctx.module_name]  # this very file
-    for name, key in index.singles:
-        if name not in picked and not (name == ctx.module_name and key.rpartition("::")[0] == mine):
-            picked[name] = [key]
     out: Dict[str, Tuple[str, List[str]]] = {}
-    for name in sorted(picked, key=index.rank.__getitem__):
-        for key in picked[name]:
+    for name in sorted((n for n in set(names) if n in index.rank), key=index.rank.__getitem__):
+        same = index.by_name_root.get((name, mine))
+        if same is not None and name == ctx.module_name:
+            continue  # this very file
+        entries = index.by_name[name]
+        key = same if same is not None else entries[0] if len(entries) == 1 else None
+        if key is not None:
             out[key] = (name, facts.scaler_functions[key])
+    return out
+
+
+def called_modules(a: AmpPlanState) -> Set[str]:
+    """Every dotted prefix of the qualified names this module's calls may have: the only module names
+    whose functions (`module.function`) a call here can reach."""
+    out: Set[str] = set()
+    table = a.table
+    for call in a.index.calls:
+        for q in table.qualified_names(call.func):
+            parts = q.split(".")
+            out.update(".".join(parts[:i]) for i in range(1, len(parts)))
     return out

@@ -84,7 +84,7 @@ def helpers_for_modules(facts: RepoFacts, modules: Sequence[str], importer_root:
                         ) -> Dict[str, Dict[str, Dict[str, Any]]]:
     """The part of `helpers_in_facts` (same order) whose keys may be one of `modules` as a file of
     `importer_root` imports them: the module name matches, or the path does (`records.same_file`)."""
-    index = facts_index("restore_helpers.keys", tuple(facts.extra), _HelperKeys)
+    index = facts_index("restore_helpers.keys", facts.extra, _HelperKeys)
     found = set()
     for module in modules:
         found.update(index.by_module.get(module, ()))
