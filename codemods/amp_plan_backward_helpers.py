@@ -12,7 +12,7 @@ from . import amp_rules as R
 from .base import facts_key
 from .names import arg_by, norm_code
 from .amp_plan_state import AmpPlanState
-from .amp_plan_threading import visible_modules
+from .amp_plan_threading import called_modules, visible_modules
 
 
 class BackwardHelperPlanning(AmpPlanState):
@@ -61,14 +61,16 @@ class BackwardHelperPlanning(AmpPlanState):
         call counts as the backward of the optimizer passed in (its step and clip migrate here)."""
         if not self.use_scaler or not self.ctx.facts.extra:
             return
-        helpers = backward_helpers.known(self.ctx.facts, visible_modules(self.ctx.facts, self.ctx))
+        visible = visible_modules(self.ctx.facts, self.ctx, called_modules(self))
+        helpers = backward_helpers.known(self.ctx.facts, visible)
         if not helpers:
             return
         table = self.table
         found: List[Tuple[cst.Call, Tuple[int, int]]] = []
+        names = set(helpers)
 
         def visit_Call(n: cst.Call) -> None:
-            hit = sorted(table.qualified_names(n.func) & set(helpers))
+            hit = sorted(table.qualified_names(n.func) & names)
             if hit:
                 found.append((n, helpers[hit[0]]))
 

@@ -8,6 +8,7 @@ import libcst as cst
 from . import amp_private, amp_reinit, amp_threading
 from . import amp_rules as R
 from .base import facts_key
+from .amp_facts_index import keys_by_module, unmigrated_modules
 from .amp_plan_state import AmpPlanState, AmpSite, CALLERS_KEEP_AMP, CORE_CODES
 
 
@@ -18,21 +19,27 @@ class PreflightChecks(AmpPlanState):
         """A module this one imports whose amp code pass 1 left unmigrated (matched by its last name
         component, so an import spelled from another root still counts); a mixin module whose classes
         read the scaler of this run's subclasses in pass 2 (`amp_threading.rescued`) does not count."""
-        mine = self.ctx.module_name
-        # a helper held back because this very module keeps its amp code: this module's own findings say why
-        held_for_me = {k.rpartition("::")[2] for k, callers in self.ctx.facts.extra.get(CALLERS_KEEP_AMP, {}).items()
-                       if mine in callers}
-        kept = [m for m in self.ctx.facts.unmigrated_amp if m != mine and m not in held_for_me
-                and amp_threading.rescued(self.ctx.facts, m) is None]
-        if not kept:
+        facts = self.ctx.facts
+        if not facts.unmigrated_amp:
             return None
+        mine = self.ctx.module_name
         # a name under `apex` is NVIDIA apex's here (a module whose `apex` is a local file never gets
         # this far: migrate/apex_shadow.py), not a module of the run that happens to be called apex
         imported = {part for qs in self.table.bindings.values() for q in qs
                     if q != "apex" and not q.startswith("apex.") for part in q.split(".")}
-        for m in kept:
-            if m.rpartition(".")[2] in imported:
-                return m
+        by_last = unmigrated_modules(facts.unmigrated_amp).by_last
+        candidates = sorted(c for part in imported for c in by_last.get(part, ()))
+        if not candidates:
+            return None
+        # a helper held back because this very module keeps its amp code: this module's own findings say why
+        keeping = facts.extra.get(CALLERS_KEEP_AMP, {})
+        keys = keys_by_module(keeping)
+        for _, m in candidates:
+            if m == mine or amp_threading.rescued(facts, m) is not None:
+                continue
+            if any(mine in keeping[k] for k in keys.get(m, ())):
+                continue
+            return m
         return None
 
     def _held_back(self) -> Optional[cst.CSTNode]:

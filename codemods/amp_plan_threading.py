@@ -1,7 +1,7 @@
 """Scaler threading: the functions that need the scaler take it as a parameter, their callers pass it."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -10,6 +10,7 @@ from . import amp_rules as R
 from .base import FileContext, RepoFacts, module_root
 from .signatures import add_keyword, add_param, all_params
 from .amp_plan_state import AmpPlanState
+from .amp_facts_index import scaler_modules
 
 
 class ThreadingPlanning(AmpPlanState):
@@ -170,13 +171,16 @@ class ThreadingPlanning(AmpPlanState):
         if not facts.scaler_functions:
             return []
         targets = {f"{m}.{fn}": (facts.scaler_params.get(key, "scaler"), facts.scaler_slots.get(key, {}).get(fn))
-                   for key, (m, fns) in visible_modules(facts, self.ctx).items() for fn in fns}
+                   for key, (m, fns) in visible_modules(facts, self.ctx, called_modules(self)).items() for fn in fns}
+        if not targets:
+            return []
+        names = set(targets)
         out: List[cst.Call] = []
         table = self.table
         params = self._cross_params
 
         def visit_Call(n: cst.Call) -> None:
-            hit = table.qualified_names(n.func) & set(targets)
+            hit = table.qualified_names(n.func) & names
             if hit:
                 param, slot = targets[sorted(hit)[0]]
                 if not any(a.keyword is not None and a.keyword.value == param for a in n.args) \
@@ -217,20 +221,31 @@ def _fills_slot(call: cst.Call, slot: Optional[int]) -> bool:
     return slot >= 0 and sum(1 for a in call.args if a.keyword is None) > slot
 
 
-def visible_modules(facts: RepoFacts, ctx: FileContext) -> Dict[str, Tuple[str, List[str]]]:
-    """Modules of other files whose functions now take the scaler, as this file can import them:
-    same import root first; another root only when no other root has a module of that name."""
+def visible_modules(facts: RepoFacts, ctx: FileContext, names: Iterable[str]) -> Dict[str, Tuple[str, List[str]]]:
+    """Modules of other files whose functions now take the scaler, as this file can import them, among
+    the module names `names`: same import root first; another root only when no other root has a
+    module of that name."""
     mine = module_root(ctx.path, ctx.module_name)
-    by_name: Dict[str, List[Tuple[str, str, List[str]]]] = {}
-    for key, fns in facts.scaler_functions.items():
-        root, _, name = key.rpartition("::")
-        by_name.setdefault(name, []).append((key, root, fns))
+    index = scaler_modules(facts.scaler_functions)
     out: Dict[str, Tuple[str, List[str]]] = {}
-    for name, entries in by_name.items():
-        if name == ctx.module_name and any(root == mine for _, root, _ in entries):
+    for name in sorted((n for n in set(names) if n in index.rank), key=index.rank.__getitem__):
+        same = index.by_name_root.get((name, mine))
+        if same is not None and name == ctx.module_name:
             continue  # this very file
-        same = [e for e in entries if e[1] == mine]
-        pick = same or (entries if len(entries) == 1 else [])
-        for key, _, fns in pick:
-            out[key] = (name, fns)
+        entries = index.by_name[name]
+        key = same if same is not None else entries[0] if len(entries) == 1 else None
+        if key is not None:
+            out[key] = (name, facts.scaler_functions[key])
+    return out
+
+
+def called_modules(a: AmpPlanState) -> Set[str]:
+    """Every dotted prefix of the qualified names this module's calls may have: the only module names
+    whose functions (`module.function`) a call here can reach."""
+    out: Set[str] = set()
+    table = a.table
+    for call in a.index.calls:
+        for q in table.qualified_names(call.func):
+            parts = q.split(".")
+            out.update(".".join(parts[:i]) for i in range(1, len(parts)))
     return out

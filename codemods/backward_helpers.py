@@ -38,7 +38,7 @@ def publish(exported: Any, key: str, helpers: Dict[str, Tuple[int, int]]) -> Non
 
 def known(facts: Any, visible: Dict[str, Tuple[str, Sequence[str]]]) -> Dict[str, Tuple[int, int]]:
     """Qualified `module.function` -> (loss slot, optimizer slot) of the helpers visible from this file
-    (`visible`: facts key -> (module name, functions), as amp's `_visible_modules` gives)."""
+    (`visible`: facts key -> (module name, functions), as `amp_plan_threading.visible_modules` gives)."""
     out: Dict[str, Tuple[int, int]] = {}
     for key, (mod, _) in visible.items():
         for fn, slots in (facts.extra.get(PREFIX + key) or {}).items():

@@ -4,13 +4,38 @@ A codemod maps a libcst module (plus repo facts) to a module and findings. It ne
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple, TypeVar
 
 import libcst as cst
 
 from .records import (  # noqa: F401 - re-exported: the vocabulary every codemod imports from here
     FIX, INFO, RULES, SEVERITIES, WARNING, Finding, Options, RepoFacts, Rule, facts_key, module_root, rule,
 )
+
+
+T = TypeVar("T")
+_FACTS_INDEXES: Dict[Tuple[str, Hashable], Any] = {}
+_MAX_FACTS_INDEXES = 32
+_LAST_TABLE: Dict[str, Tuple[Any, int, Any]] = {}  # kind -> (the table, its length, its index)
+
+
+def facts_index(kind: str, table: Any, build: Callable[[Tuple[Hashable, ...]], T]) -> T:
+    """`build(keys)` of one table of the run's facts (a dict or list; `keys`: its keys or items, in
+    order), made once per `kind` and distinct keys and reused by every later file. Each pass-2 task
+    gets its own copy of the facts, equal to the others', so the index is found by the keys' value;
+    within a task, by the table itself while its length stays (tables of the facts only grow).
+    `build` reads nothing but the keys: a file looks the values up in its own facts."""
+    last = _LAST_TABLE.get(kind)
+    if last is not None and last[0] is table and last[1] == len(table):
+        return last[2]  # type: ignore[no-any-return]
+    keys = tuple(table)
+    found = _FACTS_INDEXES.get((kind, keys))
+    if found is None:
+        if len(_FACTS_INDEXES) >= _MAX_FACTS_INDEXES:
+            _FACTS_INDEXES.clear()
+        found = _FACTS_INDEXES[(kind, keys)] = build(keys)
+    _LAST_TABLE[kind] = (table, len(keys), found)
+    return found
 
 
 class FileContext:

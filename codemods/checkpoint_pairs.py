@@ -20,7 +20,7 @@ from . import checkpoint_rules as C
 from . import templates
 from .base import module_root
 from .records import same_file
-from .restore_helpers import argument_spec, helpers_in_facts, restore_helpers
+from .restore_helpers import argument_spec, helpers_for_modules, restore_helpers
 
 AMP = "apex.amp"
 STATE_KINDS = ("state_dict", "load_state_dict")
@@ -151,7 +151,7 @@ def _helper_of(a: Any, call: cst.Call, local: Dict[str, Dict[str, Any]]) -> Tupl
     mine = module_root(a.ctx.path, a.ctx.module_name)
     best: Optional[Tuple[bool, Dict[str, Any]]] = None
     known_module = False
-    for key, funcs in helpers_in_facts(a.ctx.facts).items():
+    for key, funcs in helpers_for_modules(a.ctx.facts, sorted({q.rpartition(".")[0] for q in quals}), mine).items():
         root, _, mod = key.rpartition("::")
         for q in quals:
             here = same_file(key, q.rpartition(".")[0], mine)  # the very file, through a namespace package

@@ -15,9 +15,10 @@ one-argument call (which a GradScaler accepts).
 from __future__ import annotations
 
 import ast
-from typing import Any, Dict, List, Optional, Tuple
+import os
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from .base import RepoFacts, facts_key
+from .base import RepoFacts, facts_index, facts_key
 
 FACT_PREFIX = "restore_helpers:"  # RepoFacts.extra key: FACT_PREFIX + facts_key -> {function: spec}
 _STATE_METHODS = ("state_dict", "load_state_dict")
@@ -61,6 +62,35 @@ def restore_facts(data: bytes, path: str, module_name: str) -> RepoFacts:
 def helpers_in_facts(facts: RepoFacts) -> Dict[str, Dict[str, Dict[str, Any]]]:
     """{facts key: {function: spec}} of the checkpoint helpers the run's facts hold."""
     return {k[len(FACT_PREFIX):]: v for k, v in facts.extra.items() if k.startswith(FACT_PREFIX)}
+
+
+class _HelperKeys:
+    """The helper facts keys of `RepoFacts.extra` by module name and by the path `root/mod/...` they name."""
+
+    def __init__(self, keys: Tuple[Hashable, ...]):
+        self.by_module: Dict[str, List[Tuple[int, str]]] = {}
+        self.by_path: Dict[str, List[Tuple[int, str]]] = {}
+        for i, k in enumerate(keys):
+            if not (isinstance(k, str) and k.startswith(FACT_PREFIX)):
+                continue
+            key = k[len(FACT_PREFIX):]
+            root, _, mod = key.rpartition("::")
+            self.by_module.setdefault(mod, []).append((i, key))
+            if root:
+                self.by_path.setdefault(os.path.join(root, *mod.split(".")), []).append((i, key))
+
+
+def helpers_for_modules(facts: RepoFacts, modules: Sequence[str], importer_root: str
+                        ) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """The part of `helpers_in_facts` (same order) whose keys may be one of `modules` as a file of
+    `importer_root` imports them: the module name matches, or the path does (`records.same_file`)."""
+    index = facts_index("restore_helpers.keys", facts.extra, _HelperKeys)
+    found = set()
+    for module in modules:
+        found.update(index.by_module.get(module, ()))
+        if importer_root:
+            found.update(index.by_path.get(os.path.join(importer_root, *module.split(".")), ()))
+    return {key: facts.extra[FACT_PREFIX + key] for _, key in sorted(found)}
 
 
 def argument_spec(spec: Dict[str, Any], keyword: Optional[str], position: int) -> Optional[Dict[str, Any]]:
