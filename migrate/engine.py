@@ -52,9 +52,9 @@ def _screen_bytes(d: discovery.Discovered, config: RunConfig, data: bytes) -> Tu
     if not wanted:
         return _SKIP, None
     # Every Python candidate goes to pass 1, not only those of fact-publishing codemods: a file's
-    # pass-1 rewrite stands unless it names a fact another file published (`still_valid`), so the
-    # files that need no facts are not held back behind pass 1, and pass 1 and 2 do not wait on
-    # each other.
+    # pass-1 rewrite stands unless it names a fact another file published (`cross_module.still_valid`),
+    # so the files that need no facts are not held back behind pass 1, and pass 1 and 2 do not wait
+    # on each other.
     return _PASS_ONE, None
 
 
