@@ -18,7 +18,7 @@ from codemods.records import FIX, INFO, RULES, SEVERITIES, WARNING, Finding, Rul
 
 from . import __version__
 if TYPE_CHECKING:
-    from .engine import FileResult, RunResult
+    from .results import FileResult, RunResult
 
 JSON_VERSION = 1
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

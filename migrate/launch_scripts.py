@@ -140,9 +140,10 @@ def _command_lines(lines: List[str], start: int) -> List[str]:
 def rewrite_launch_file(src, d, config, facts):
     """Engine handler for files of kind "shell" (rewritten) and "markdown" (reported only)."""
     from . import discovery
-    from .engine import FileResult, _selection_for
+    from .results import FileResult
+    from .source_rewrite import selection_for
     from .launch_torchrun import FACT, rewrite_plain_launches
-    select = _selection_for(d.path, d.root, config)
+    select = selection_for(d.path, d.root, config)
     moved = facts.extra.get(FACT) or {}  # scripts of the run whose mp.spawn moved to torchrun
     bases = [os.path.dirname(os.path.abspath(d.path)), d.root]
     if d.kind == discovery.MARKDOWN:

@@ -209,18 +209,18 @@ def _parse_failure(code: str) -> Optional[Tuple[int, int, str]]:
     libcst decides (it parses the rewrite); CPython's parser, when it agrees, says where more precisely.
     """
     import ast
-    from .engine import _guard, _parse, _parse_error
+    from .source_rewrite import guard, parse, parse_error
     try:
-        _parse(code)
+        parse(code)
     except BaseException as e:  # noqa: B036 - ParserSyntaxError, RecursionError, native panics
-        _guard(e)
+        guard(e)
         try:
             ast.parse(code)
         except SyntaxError as why:
             return why.lineno or 0, why.offset or 0, f"syntax error at line {why.lineno}: {why.msg}"
         except (ValueError, RecursionError, MemoryError):
             pass
-        return getattr(e, "raw_line", 0), getattr(e, "raw_column", -1) + 1, _parse_error(e)
+        return getattr(e, "raw_line", 0), getattr(e, "raw_column", -1) + 1, parse_error(e)
     return None
 
 
@@ -305,7 +305,8 @@ def _rewrite_parsable(nb, cells: List[int], rewrite, failed: _JoinFailed):
 
 def rewrite_notebook(src, d, config, facts):
     """Migrate the code cells of one .ipynb file (engine handler for notebooks)."""
-    from .engine import FileResult, _selection_for, rewrite_source
+    from .results import FileResult
+    from .source_rewrite import rewrite_source, selection_for
     from . import discovery
 
     raw = src.text
@@ -316,7 +317,7 @@ def rewrite_notebook(src, d, config, facts):
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         return FileResult(d.path, d.kind, raw, raw, error="not a notebook (no cells list)")
     mod, _ = discovery.module_name_for(d.path)
-    select = _selection_for(d.path, d.root, config)
+    select = selection_for(d.path, d.root, config)
 
     def rewrite(text: str):
         return rewrite_source(text, path=d.path, module_name=mod, options=config.options, select=select,

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 from codemods.base import FIX, INFO, RULES, WARNING, Finding
 
 from . import __version__
-from .engine import FileResult, RunResult
+from .results import FileResult, RunResult
 from .formats import _load_rules, display_path, relative_note, shown_line, summary_dict, visible_findings
 
 MAX_DIFF_LINES = 300
@@ -45,7 +45,7 @@ def _finding_item(fr: FileResult, f: Finding, mode: str, checkbox: bool) -> str:
 
 
 def _diff_block(fr: FileResult) -> List[str]:
-    from .output import unified_diff
+    from .unified_diff import unified_diff
     diff = unified_diff(fr).splitlines()
     cut = len(diff) > MAX_DIFF_LINES
     body = diff[:MAX_DIFF_LINES] + ([f"... ({len(diff) - MAX_DIFF_LINES} more lines)"] if cut else [])

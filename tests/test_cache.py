@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from migrate import cache as cache_mod
-from migrate import engine
+from migrate import source_rewrite
 from migrate.engine import RunConfig, Selection, run
 
 from test_pass_one import CALLER, HELPER  # one helper/caller pair for both suites
@@ -38,7 +38,7 @@ def _summary(res):
 def parses(monkeypatch):
     seen = []
     real = cst.parse_module
-    monkeypatch.setattr(engine.cst, "parse_module", lambda text: seen.append(text) or real(text))
+    monkeypatch.setattr(source_rewrite.cst, "parse_module", lambda text: seen.append(text) or real(text))
     return seen
 
 

@@ -12,7 +12,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from migrate import engine, prefilter
+from migrate import cross_module, engine, prefilter, source_rewrite
 from migrate.engine import RunConfig, run
 
 HELPER = '''
@@ -67,7 +67,7 @@ def test_only_files_a_fact_reaches_are_parsed_again(tmp_path, monkeypatch):
     _tree(tmp_path)
     real = cst.parse_module
     parsed = collections.Counter()
-    monkeypatch.setattr(engine.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
+    monkeypatch.setattr(source_rewrite.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
     run([str(tmp_path)], RunConfig(jobs=1))
     texts = {name: (tmp_path / name).read_text() for name in ("helper.py", "caller.py", "alone.py")}
     assert parsed[texts["alone.py"]] == 1 and parsed[texts["helper.py"]] == 1
@@ -92,13 +92,13 @@ def test_kept_pass_one_rewrites_are_written(tmp_path):
 
 def test_a_kept_rewrite_is_not_written_over_a_file_changed_since(tmp_path, monkeypatch):
     _tree(tmp_path)
-    real = engine._still_valid
+    real = cross_module.still_valid
 
     def then_edit(*args):
         kept = real(*args)
         (tmp_path / "alone.py").write_text("print('edited meanwhile')\n")
         return kept
-    monkeypatch.setattr(engine, "_still_valid", then_edit)
+    monkeypatch.setattr(cross_module, "still_valid", then_edit)
     res = run([str(tmp_path)], RunConfig(jobs=1, write=True))
     alone = next(fr for fr in res.files if fr.path.endswith("alone.py"))
     assert alone.error and "changed on disk" in alone.error and not alone.written
@@ -129,7 +129,7 @@ def test_a_call_needs_the_function_and_its_module_named(tmp_path, monkeypatch):
     (tmp_path / "main.py").write_text(textwrap.dedent(SAVES_WITH_TORCH).lstrip())
     real = cst.parse_module
     parsed = collections.Counter()
-    monkeypatch.setattr(engine.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
+    monkeypatch.setattr(source_rewrite.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
     res = run([str(tmp_path)], RunConfig(jobs=1))
     assert not res.errors
     facts = engine.RepoFacts(scaler_functions={str(tmp_path) + "::ckpt": ["save"]})

@@ -112,6 +112,7 @@ def test_read_only_file_not_overwritten(tmp_path):
 
 def test_file_changed_between_read_and_write(tmp_path, monkeypatch):
     import migrate.engine as engine
+    import migrate.pipeline as pipeline
     p = _write(tmp_path / "race.py", LEGACY)
     real = engine.rewrite_source
 
@@ -120,7 +121,7 @@ def test_file_changed_between_read_and_write(tmp_path, monkeypatch):
         p.write_bytes(LEGACY + b"# edited by the user meanwhile\n")
         return res
 
-    monkeypatch.setattr(engine, "rewrite_source", edit_meanwhile)
+    monkeypatch.setattr(pipeline, "rewrite_source", edit_meanwhile)
     d = discovery.Discovered(str(p), discovery.PYTHON, str(tmp_path))
     fr = process_file(d, RunConfig(write=True, jobs=1), engine.RepoFacts())
     assert fr.error and "changed on disk" in fr.error and not fr.written

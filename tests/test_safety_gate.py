@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from migrate import engine
+from migrate import engine, source_rewrite
 
 
 class _Codemod:
@@ -20,7 +20,7 @@ class _Codemod:
 @pytest.fixture
 def only(monkeypatch):
     def install(transform):
-        monkeypatch.setattr(engine, "_run_codemods_for", lambda *a, **k: [_Codemod(transform)])
+        monkeypatch.setattr(source_rewrite, "_run_codemods_for", lambda *a, **k: [_Codemod(transform)])
     return install
 
 
