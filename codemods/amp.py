@@ -148,7 +148,7 @@ class ApexAmpToTorchAmp(Codemod):
             ctx.exported.scaler_functions.setdefault(key, []).extend(a.exported_funcs)
             ctx.exported.scaler_params[key] = a.scaler_ref
         if a.plan and ctx.module_name:
-            if a.exported_methods:  # the engine checks no other file references them (engine._foreign_refs)
+            if a.exported_methods:  # the engine checks no other file references them (method_refs.foreign_refs)
                 ctx.exported.scaler_methods[facts_key(ctx.path, ctx.module_name)] = list(a.exported_methods)
             if a.scaler_is_attr and a.has_init:
                 ctx.exported.scaler_bases.update(amp_threading.published_bases(a))

@@ -125,11 +125,6 @@ class Codemod:
     TOKENS: Tuple[bytes, ...] = ()
     WORDS: Tuple[bytes, ...] = ()
     REPORTS_ONLY = False  # True: transform always returns its module (the safety gate skips it)
-    # When a file holds none of REGION_BLOCKERS, the codemod reads only the statements that hold one of
-    # REGION_TOKENS (top-level ones; in a long function or class, its header and such body statements),
-    # besides the top-level imports (engine: migrate.regions); empty: the whole module
-    REGION_TOKENS: Tuple[bytes, ...] = ()
-    REGION_BLOCKERS: Tuple[bytes, ...] = ()
     PUBLISHES_FACTS = False  # True: transform fills ctx.exported (pass 1 runs it first)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:

@@ -45,10 +45,6 @@ class SpawnToTorchrun(Codemod):
     CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409",
              "A2A412", "A2A413", "A2A420")
     TOKENS = (b"spawn", b"local_rank", b"local-rank", b"start_processes")
-    # a --local_rank argument is one statement's edit (plus `import os`): only the statements that spell
-    # the flag are read (not every `args.local_rank`); spawns read the whole module
-    REGION_TOKENS = (b"--local_rank", b"--local-rank")
-    REGION_BLOCKERS = (b"spawn", b"start_processes", b"multiprocessing")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module

@@ -1,6 +1,6 @@
 """The lines two versions of a text share at their start and end: what difflib need not align.
 
-A rewrite changes a few lines of a long file; the line maps (`engine._line_map`) and the diffs
+A rewrite changes a few lines of a long file; the line maps (`source_rewrite._line_map`) and the diffs
 (`output.unified_diff`) hand difflib only the lines between these shared ends.
 """
 from __future__ import annotations
