@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from codemods.base import RepoFacts
 from codemods.records import module_root
@@ -33,23 +33,9 @@ def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], pat
 
     Each file is read and parsed once, and matched only against the helpers its imports may reach
     (`Exporters.reached`), so the cost grows with the files and the helpers, not their product."""
-    exporters = Exporters()
-    for i, published in exporting.items():
-        for key, names in published.scaler_functions.items():
-            if names:
-                exporters.add(i, key, names, path_of(i), published.scaler_params.get(key, "scaler"))
+    exporters = Exporters.of_scaler_functions(exporting, path_of)
     hits: Dict[int, List[str]] = {}
-    for j in python_files:
-        data = bytes_of(j)
-        if not data:
-            continue
-        present = exporters.search.present(data)
-        if not present:
-            continue
-        tree = _parse(data)
-        if tree is None:
-            continue
-        importer = ImportResolver(path_of(j))
+    for j, present, tree, importer in exporters.candidates(python_files, bytes_of, path_of):
         after: Optional[ast.AST] = None
         for e in exporters.reached(tree, importer, with_names=False):
             i, key, names, module, param = exporters.entries[e]
@@ -64,11 +50,7 @@ def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], pat
             lines = _calls_in(after, module, names, param, resolver)
             where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
             hits.setdefault(e, []).extend(f"{name} {where}:{line}" for name, line in lines)
-    out: Calls = {}
-    for e, (i, key, _, _, _) in enumerate(exporters.entries):
-        if hits.get(e):
-            out.setdefault(i, {})[key] = hits[e]
-    return out
+    return exporters.by_file(hits)
 
 
 class Exporters:
@@ -82,6 +64,38 @@ class Exporters:
         self._by_name: Dict[str, List[int]] = {}
         self._names: Set[bytes] = set()
         self._search: Optional[NameSearch] = None
+
+    @classmethod
+    def of_scaler_functions(cls, published: Dict[int, RepoFacts], path_of: Callable[[int], str]) -> "Exporters":
+        """The functions each file of `published` gave a scaler parameter in pass 1 (`scaler_functions`)."""
+        exporters = cls()
+        for i, facts in published.items():
+            for key, names in facts.scaler_functions.items():
+                if names:
+                    exporters.add(i, key, names, path_of(i), facts.scaler_params.get(key, "scaler"))
+        return exporters
+
+    def candidates(self, python_files: Sequence[int], bytes_of: Callable[[int], Optional[bytes]],
+                   path_of: Callable[[int], str]) -> Iterator[Tuple[int, Set[bytes], ast.AST, "ImportResolver"]]:
+        """(file, exported names its bytes hold, its tree, its importer) for each file that holds one and parses."""
+        for j in python_files:
+            data = bytes_of(j)
+            if not data:
+                continue
+            present = self.search.present(data)
+            if not present:
+                continue
+            tree = _parse(data)
+            if tree is not None:
+                yield j, present, tree, ImportResolver(path_of(j))
+
+    def by_file(self, hits: Dict[int, List[str]]) -> Dict[int, Dict[str, List[str]]]:
+        """Entry -> found uses, regrouped as exporting file -> facts key -> uses (entries with none left out)."""
+        out: Dict[int, Dict[str, List[str]]] = {}
+        for e, (i, key, _, _, _) in enumerate(self.entries):
+            if hits.get(e):
+                out.setdefault(i, {})[key] = hits[e]
+        return out
 
     def add(self, i: int, key: str, names: Sequence[str], path: str, param: str = "") -> None:
         e = len(self.entries)

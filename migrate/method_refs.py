@@ -95,23 +95,9 @@ def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[i
 
     Each file is read and parsed once, and looked at only for the functions it may import (by
     `from M import`, `held_callers.Exporters`) or reads as `.name` values."""
-    exporters = Exporters()
-    for i, facts in published.items():
-        for key, names in facts.scaler_functions.items():
-            exporters.add(i, key, names, path_of(i))
+    exporters = Exporters.of_scaler_functions(published, path_of)
     hits: Dict[int, List[str]] = {}
-    for j in python_files:
-        data = bytes_of(j)
-        if not data:
-            continue
-        present = exporters.search.present(data)
-        if not present:
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
-        importer = ImportResolver(path_of(j))
+    for j, present, tree, importer in exporters.candidates(python_files, bytes_of, path_of):
         reached = set(exporters.reached(tree, importer, with_names=True))
         callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
         for node in ast.walk(tree):
@@ -125,11 +111,7 @@ def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[i
             where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
             for name, line in _value_uses(tree, module, names, importer.toward(path_of(i))):
                 hits.setdefault(e, []).append(f"{name} {where}:{line}")
-    out: Dict[int, Dict[str, List[str]]] = {}
-    for e, (i, key, _, _, _) in enumerate(exporters.entries):
-        if hits.get(e):
-            out.setdefault(i, {})[key] = hits[e]
-    return out
+    return exporters.by_file(hits)
 
 
 def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "ImportResolver") -> List[Tuple[str, int]]:
