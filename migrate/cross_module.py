@@ -79,15 +79,13 @@ def refuse_bf16_regions_off_the_switch(files: Sequence[discovery.Discovered], in
     if not switched:
         return
     told = RepoFacts(extra={BF16_SWITCHED: switched})
+    bytes_of = _bytes_reader(files, data_of)
     for j in indexed:
         if pass_one[j][0].extra.get(BF16_SWITCHED):
             continue
-        data = data_of.get(j)
+        data = bytes_of(j)
         if data is None:
-            try:
-                data = read_bytes(files[j].path)
-            except SourceError:
-                continue
+            continue
         if b"scale_loss" in data:
             mine = RepoFacts(extra={BF16_SWITCHED: switched})
             if j in prior:  # what an earlier cross-module pass told this file still holds
@@ -234,17 +232,15 @@ def refuse_helpers_of_unmigrated(files: Sequence[discovery.Discovered], indexed:
     callers = [(j, discovery.module_name_for(files[j].path)[0]) for j in indexed]
     callers = [(j, m) for j, m in callers if m in keeping]
     told: Dict[str, List[str]] = {}
+    bytes_of = _bytes_reader(files, data_of)
     for i in publishers:
         own = RepoFacts(scaler_functions=dict(pass_one[i][0].scaler_functions))
         for j, module in callers:
             if j == i:
                 continue
-            data = data_of.get(j)
+            data = bytes_of(j)
             if data is None:
-                try:
-                    data = read_bytes(files[j].path)
-                except SourceError:
-                    continue
+                continue
             if prefilter.mentions_fact(data, own, module):
                 for key in own.scaler_functions:
                     told.setdefault(key, []).append(module)
