@@ -136,11 +136,11 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
         return 2
     existing = [p for p in paths if os.path.lexists(p)]
     result = None
+    from .interrupts import EXIT_INTERRUPTED, interrupted_exit, sigterm_interrupts
     if existing:
         bar = RunProgress(stderr_is_terminal() and not quiet)
         try:
             from .engine import run
-            from .interrupts import interrupted_exit, sigterm_interrupts
             try:
                 with sigterm_interrupts():
                     result = run(existing, config, on_result=bar)
@@ -156,7 +156,6 @@ def _run_command(mode: str, paths, select, ignore, dtype, min_torch, exclude, jo
                             for p in missing)
     for folder in folders_without_files(result, existing):
         click.echo(f"{folder}: warning: no Python files found (nothing to migrate here)", err=True)
-    from .interrupts import EXIT_INTERRUPTED, sigterm_interrupts
     try:
         with sigterm_interrupts():
             code = emit_run(result, mode=mode, diff=diff, fmt=fmt, report=report, output=output, quiet=quiet,
