@@ -2,7 +2,7 @@
 
     python benchmarks/coverage.py TREE [TREE ...] [--json OUT]
 
-A *site* is a line of a Python file that uses apex mixed precision (amp.initialize, amp.scale_loss,
+A *site* is a line of a Python file that uses (not merely mentions, in a docstring or message) apex mixed precision (amp.initialize, amp.scale_loss,
 amp.state_dict / load_state_dict, amp.master_params), apex.parallel, an apex fused module or optimizer,
 FP16_Optimizer, mp.spawn / torch.multiprocessing.spawn, torch.distributed.launch, or hand-written loss
 scaling (a loss scaler class or `loss * scale` before backward). Each tree is copied to a temporary folder and
@@ -37,16 +37,42 @@ SITES: Dict[str, "re.Pattern[str]"] = {
 }
 
 
+def _string_spans(text: str) -> List[Tuple[Tuple[int, int], Tuple[int, int]]]:
+    """(start, end) positions, as tokenize gives them, of every string literal (docstrings, messages)."""
+    import io
+    import tokenize
+    spans = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.STRING:
+                spans.append((tok.start, tok.end))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return spans
+
+
+_LOCAL_DEF = re.compile(r"^\s*(?:def|class)\s+(convert_syncbn_model|Fused\w+)\b", re.M)
+
+
 def sites_of(text: str) -> List[Tuple[str, int]]:
-    """(kind, 1-based line) of every site in a file's text (comments and docstrings not excluded)."""
+    """(kind, 1-based line) of every site in a file's text. Comments do not count; nor do string
+    literals (a docstring or log message naming apex), except for launch lines, which the tool also reads
+    in strings (subprocess argument lists, usage texts); nor a call of a same-named function or class the
+    file defines itself (a vendored `convert_syncbn_model`)."""
     found = []
+    spans = _string_spans(text)
+    local = set(_LOCAL_DEF.findall(text))
     for n, line in enumerate(text.splitlines(), 1):
         code = line.split("#", 1)[0]
         if "apex2amp" in line:
             continue  # a helper the rewrite added names what it stands for (its docstring)
         for kind, pattern in SITES.items():
-            if pattern.search(code):
-                found.append((kind, n))
+            m = pattern.search(code)
+            if not m or (kind != "launch" and any(a <= (n, m.start()) < b for a, b in spans)):
+                continue
+            if kind in ("apex-parallel", "apex-fused") and m.group(1) in local and "apex" not in code:
+                continue
+            found.append((kind, n))
     return found
 
 
