@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from migrate import discovery
 from migrate.engine import RunConfig, run
 
 import golden
