@@ -31,14 +31,44 @@ branch goes. Where an `else` follows, selecting apex now takes it; where none do
 for review: nothing in that chain runs for the apex setting any more, so select (and default to) the
 native one.""",
     before="""
-if args.amp == "apex":
-    with amp.scale_loss(loss, optimizer) as scaled_loss:
-        scaled_loss.backward()
-elif args.amp == "native":
-    scaler.scale(loss).backward()""",
+import torch
+
+try:
+    from apex import amp
+    has_apex = True
+except ImportError:
+    has_apex = False
+
+
+def train(model, optimizer, loader):
+    if has_apex:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        scaler = None
+    else:
+        scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        with torch.autocast("cuda"):
+            loss = model(x).sum()
+        if has_apex:
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()""",
     after="""
-if args.amp == "native":
-    scaler.scale(loss).backward()""")
+import torch
+
+
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        with torch.autocast("cuda"):
+            loss = model(x).sum()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()""")
 
 
 LEFTOVER = rule(
@@ -71,10 +101,29 @@ The star import silently provides `to_python_float`, `network_to_half`, `FP16_Op
 would break those names. Replace each with its torch equivalent (`x.item()`, fp32 model + autocast +
 GradScaler), then remove the import.""",
     before="""
+import torch
 from apex.fp16_utils import *
-print(to_python_float(loss))""",
+
+
+def train(model, optimizer, loader, log):
+    model = network_to_half(model)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        log(to_python_float(loss))""",
     after="""
-print(loss.item())""")
+import torch
+from apex.fp16_utils import *
+
+
+def train(model, optimizer, loader, log):
+    model = network_to_half(model)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        log(loss.item())""")
 
 
 APEX_SHADOWED = rule(

@@ -206,9 +206,21 @@ and call `scaler.unscale_(opt)` before it. The same goes for a clip before a loo
 optimizers (`for o in optimizers: o.step()`) when the clip names none of them: unscale each optimizer
 (`for o in optimizers: scaler.unscale_(o)`) before it.""",
     before="""
-clip_grad_norm_(model.parameters(), 1.0)
-if (i + 1) % accum == 0:
-    optimizer.step()""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, accum, max_norm):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y) / accum
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm)
+        if (i + 1) % accum != 0:
+            continue
+        optimizer.step()
+        optimizer.zero_grad()""",
     after="""
 if (i + 1) % accum == 0:
     scaler.unscale_(optimizer)
