@@ -138,10 +138,20 @@ the code does; the module's apex code is left as it is. Modules that cannot reac
 run from another folder, or import it as `from .apex import x` / `from pkg.apex import x`) migrate as
 usual. Rename the local file (e.g. `apex_utils.py`, and its imports), then rerun.""",
     before="""
-# apex.py beside train.py defines its own `amp`
-from apex import amp""",
+# file: apex.py
+class amp:
+    @staticmethod
+    def initialize(model, optimizer, **kwargs):
+        return model, optimizer
+
+# file: train.py
+from apex import amp
+
+
+def setup(model, optimizer):
+    return amp.initialize(model, optimizer, opt_level="O1")""",
     after="""
-from apex import amp  # unchanged: it is the local apex.py""")
+""")
 
 
 APEX_MAYBE_SHADOWED = rule(
@@ -154,10 +164,26 @@ root does not), and only some of those folders hold a local `apex.py` that `impo
 Which file `apex` is depends on how it is launched, so no rewrite is provably right: the module's apex
 code is left as it is. Rename the local file, or settle on one way to run the module, then rerun.""",
     before="""
-# pkg/apex.py exists; pkg/tool.py has `if __name__ == "__main__":`
-from apex import amp""",
+# file: pkg/__init__.py
+
+# file: pkg/apex.py
+class amp:
+    @staticmethod
+    def initialize(model, optimizer, **kwargs):
+        return model, optimizer
+
+# file: pkg/tool.py
+from apex import amp
+
+
+def setup(model, optimizer):
+    return amp.initialize(model, optimizer, opt_level="O1")
+
+
+if __name__ == "__main__":
+    setup(None, None)""",
     after="""
-from apex import amp  # unchanged: `python pkg/tool.py` would import pkg/apex.py""")
+""")
 
 
 UNSELECTABLE_APEX_MODE = rule(
@@ -172,13 +198,74 @@ and go with it; their native and fp32 branches stay unchanged, and the scaler st
 branch keeps it (`self.scaler`). Applies only when every assignment of that attribute in the module is
 a string literal.""",
     before="""
-if self.backend == "apex":
-    with amp.scale_loss(loss, self.optimizer) as scaled_loss:
-        scaled_loss.backward()
-else:
-    loss.backward()""",
+import torch
+import torch.nn as nn
+from packaging import version
+
+try:
+    from apex import amp
+    has_apex = True
+except ImportError:
+    has_apex = False
+
+
+class Trainer:
+    def __init__(self, model, optimizer, fp16):
+        self.model, self.optimizer = model, optimizer
+        self.criterion = nn.MSELoss()
+        self.backend = "fp32"
+        if fp16 and version.parse(torch.__version__) >= version.parse("1.6"):
+            self.scaler = torch.cuda.amp.GradScaler()
+            self.backend = "native"
+        elif fp16 and has_apex:
+            self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level="O1")
+            self.backend = "apex"
+
+    def train_step(self, x, y):
+        self.optimizer.zero_grad()
+        if self.backend == "native":
+            with torch.cuda.amp.autocast():
+                loss = self.criterion(self.model(x), y)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss = self.criterion(self.model(x), y)
+            if self.backend == "apex":
+                with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+                    scaled_loss.backward()
+            else:
+                loss.backward()
+            self.optimizer.step()
+        return loss.item()""",
     after="""
-loss.backward()""")
+import torch
+import torch.nn as nn
+from packaging import version
+
+
+class Trainer:
+    def __init__(self, model, optimizer, fp16):
+        self.model, self.optimizer = model, optimizer
+        self.criterion = nn.MSELoss()
+        self.backend = "fp32"
+        if fp16 and version.parse(torch.__version__) >= version.parse("1.6"):
+            self.scaler = torch.amp.GradScaler("cuda")
+            self.backend = "native"
+
+    def train_step(self, x, y):
+        self.optimizer.zero_grad()
+        if self.backend == "native":
+            with torch.autocast("cuda"):
+                loss = self.criterion(self.model(x), y)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+        return loss.item()""")
 
 
 INSTALL_CHECK_KEPT = rule(

@@ -286,23 +286,46 @@ in iterations of the whole loop. So each loss gets its own GradScaler, `scalers[
 stepping its own optimizers, updated once after their last step. Each optimizer must belong to one
 loss_id (else A2A141).""",
     before="""
-[netG, netD], [optG, optD] = amp.initialize([netG, netD], [optG, optD], num_losses=2)
-with amp.scale_loss(errD, optD, loss_id=0) as s:
-    s.backward()
-optD.step()
-if i % 2 == 0:
-    with amp.scale_loss(errG, optG, loss_id=1) as s:
-        s.backward()
-    optG.step()""",
+import torch
+from apex import amp
+
+
+def train(netG, netD, optG, optD, loader, criterion):
+    [netG, netD], [optG, optD] = amp.initialize([netG, netD], [optG, optD], opt_level="O1", num_losses=2)
+    for i, (real, z) in enumerate(loader):
+        optD.zero_grad()
+        fake = netG(z)
+        errD = criterion(netD(real), 1.0) + criterion(netD(fake.detach()), 0.0)
+        with amp.scale_loss(errD, optD, loss_id=0) as scaled:
+            scaled.backward()
+        optD.step()
+        if i % 2 == 0:
+            optG.zero_grad()
+            errG = criterion(netD(fake), 1.0)
+            with amp.scale_loss(errG, optG, loss_id=1) as scaled:
+                scaled.backward()
+            optG.step()""",
     after="""
-scalers = [torch.amp.GradScaler("cuda") for _ in range(2)]
-scalers[0].scale(errD).backward()
-scalers[0].step(optD)
-scalers[0].update()
-if i % 2 == 0:
-    scalers[1].scale(errG).backward()
-    scalers[1].step(optG)
-    scalers[1].update()""")
+import torch
+
+
+def train(netG, netD, optG, optD, loader, criterion):
+    scalers = [torch.amp.GradScaler("cuda") for _ in range(2)]
+    for i, (real, z) in enumerate(loader):
+        optD.zero_grad()
+        with torch.autocast("cuda", dtype=torch.float16):
+            fake = netG(z)
+            errD = criterion(netD(real), 1.0) + criterion(netD(fake.detach()), 0.0)
+        scalers[0].scale(errD).backward()
+        scalers[0].step(optD)
+        scalers[0].update()
+        if i % 2 == 0:
+            optG.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                errG = criterion(netD(fake), 1.0)
+            scalers[1].scale(errG).backward()
+            scalers[1].step(optG)
+            scalers[1].update()""")
 
 
 PER_LOSS_UNSUPPORTED = rule(
@@ -316,8 +339,19 @@ dict (one entry per scaler) or cross-module scaler is involved. Otherwise the mo
 as it is: give each loss its own `torch.amp.GradScaler`, scale its loss with it, step its optimizers
 with it and call its `update()` after them.""",
     before="""
-with amp.scale_loss(losses[i], optimizers[i], loss_id=i) as s:
-    s.backward()""",
+import torch
+from apex import amp
+
+
+def train(model, optimizers, loader, heads):
+    model, optimizers = amp.initialize(model, optimizers, opt_level="O1", num_losses=len(heads))
+    for batch in loader:
+        out = model(batch["x"])
+        for k, head in enumerate(heads):
+            loss = head(out, batch["y"][k])
+            with amp.scale_loss(loss, optimizers[k], loss_id=k) as scaled:
+                scaled.backward(retain_graph=True)
+            optimizers[k].step()""",
     after="""
 scalers[i].scale(losses[i]).backward()
 scalers[i].step(optimizers[i])
@@ -334,11 +368,19 @@ forward runs in another function of this module, or before a loop/`if` boundary 
 the region may not cross, no correct region exists, so the module's amp code is left as it is. Move the
 forward next to the loss (or put `with torch.autocast(...)` around the forward and the loss by hand).""",
     before="""
-outputs = model(images)
-for k in range(heads):
-    loss = criterion(outputs[k], targets[k])
-    with amp.scale_loss(loss, optimizer) as s:
-        s.backward(retain_graph=True)""",
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loader, criterion, heads):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for images, targets in loader:
+        outputs = model(images)
+        for k in range(heads):
+            loss = criterion(outputs[k], targets[k])
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward(retain_graph=True)
+        optimizer.step()""",
     after="""
 with torch.autocast("cuda", dtype=torch.float16):
     outputs = model(images)

@@ -68,14 +68,79 @@ methods of one class, the second assigns the same `self` attributes from the sam
 options, and its block goes on to `amp.load_state_dict`; other modules with several `amp.initialize`
 calls are reported (A2A117).""",
     before="""
-def restore(self, ckpt):
-    self.model.load_state_dict(ckpt["model"])
-    self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level=self.opt_level)
-    amp.load_state_dict(ckpt["amp"])""",
+import torch
+from apex import amp
+
+
+def build_model():
+    return torch.nn.Linear(10, 4).cuda()
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+class Trainer:
+    def __init__(self, model, optimizer, opt_level):
+        self.opt_level = opt_level
+        self.model, self.optimizer = amp.initialize(model, optimizer, opt_level=opt_level)
+
+    def train_step(self, x, y):
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.optimizer.zero_grad()
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        self.optimizer.step()
+
+    def save(self, path):
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "amp": amp.state_dict()}, path)
+
+    def restore(self, path):
+        ckpt = torch.load(path)
+        self.model = build_model()
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer = build_optimizer(self.model)
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level=self.opt_level)
+        amp.load_state_dict(ckpt["amp"])""",
     after="""
-def restore(self, ckpt):
-    self.model.load_state_dict(ckpt["model"])
-    self.scaler.load_state_dict(ckpt["amp"])""")
+import torch
+
+
+def build_model():
+    return torch.nn.Linear(10, 4).cuda()
+
+
+def build_optimizer(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+class Trainer:
+    def __init__(self, model, optimizer, opt_level):
+        self.opt_level = opt_level
+        self.model, self.optimizer = model, optimizer
+        self.scaler = torch.amp.GradScaler("cuda", enabled=opt_level != "O0")
+
+    def train_step(self, x, y):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=self.scaler.is_enabled()):
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.optimizer.zero_grad()
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def save(self, path):
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "amp": self.scaler.state_dict()}, path)
+
+    def restore(self, path):
+        ckpt = torch.load(path)
+        self.model = build_model()
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer = build_optimizer(self.model)
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scaler.load_state_dict(ckpt["amp"])""")
 
 
 SCALER_STATE_UNDER_APEX_FLAG = rule(

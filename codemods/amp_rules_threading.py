@@ -143,22 +143,107 @@ engine gets its own copy of that method with `scaler.step(optimizer)` and `scale
 and the other backends keep theirs unchanged. Not done when the class already defines the method, or
 the method is decorated, calls `super()` or reads private `__names`.""",
     before="""
+import torch
+from apex import amp
+
+
 class Engine:
+    def __init__(self, model, optimizer, criterion):
+        self.model, self.optimizer, self.criterion = model, optimizer, criterion
+
+    def forward_backward(self, x, y):
+        loss = self.criterion(self.model(x), y)
+        loss.backward()
+        return loss
+
     def optimizer_step(self):
         self.optimizer.step()
+        self.optimizer.zero_grad()
+
 
 class ApexEngine(Engine):
-    ...""",
+    def __init__(self, model, optimizer, criterion, opt_level="O1"):
+        super().__init__(model, optimizer, criterion)
+        self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level=opt_level)
+
+    def forward_backward(self, x, y):
+        loss = self.criterion(self.model(x), y)
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        return loss
+
+
+class NativeEngine(Engine):
+    def __init__(self, model, optimizer, criterion):
+        super().__init__(model, optimizer, criterion)
+        self.scaler = torch.cuda.amp.GradScaler()
+
+    def forward_backward(self, x, y):
+        with torch.cuda.amp.autocast():
+            loss = self.criterion(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        return loss
+
+    def optimizer_step(self):
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
+
+
+ENGINES = {"fp32": Engine, "apex": ApexEngine, "native": NativeEngine}""",
     after="""
+import torch
+
+
 class Engine:
+    def __init__(self, model, optimizer, criterion):
+        self.model, self.optimizer, self.criterion = model, optimizer, criterion
+
+    def forward_backward(self, x, y):
+        loss = self.criterion(self.model(x), y)
+        loss.backward()
+        return loss
+
     def optimizer_step(self):
         self.optimizer.step()
+        self.optimizer.zero_grad()
+
 
 class ApexEngine(Engine):
-    ...
+    def __init__(self, model, optimizer, criterion, opt_level="O1"):
+        super().__init__(model, optimizer, criterion)
+        self.grad_scaler = torch.amp.GradScaler("cuda", enabled=opt_level != "O0")
+
+    def forward_backward(self, x, y):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=self.grad_scaler.is_enabled()):
+            loss = self.criterion(self.model(x), y)
+        self.grad_scaler.scale(loss).backward()
+        return loss
+
     def optimizer_step(self):
         self.grad_scaler.step(self.optimizer)
-        self.grad_scaler.update()""")
+        self.grad_scaler.update()
+        self.optimizer.zero_grad()
+
+
+class NativeEngine(Engine):
+    def __init__(self, model, optimizer, criterion):
+        super().__init__(model, optimizer, criterion)
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def forward_backward(self, x, y):
+        with torch.autocast("cuda"):
+            loss = self.criterion(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        return loss
+
+    def optimizer_step(self):
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
+
+
+ENGINES = {"fp32": Engine, "apex": ApexEngine, "native": NativeEngine}""")
 
 
 BACKWARD_HELPER = rule(
@@ -174,27 +259,50 @@ scaler where `amp.initialize` was, passes it to the helper, runs the forward and
 `torch.autocast`, calls `scaler.unscale_(optimizer)` before the clip, and steps with `scaler.step` +
 `scaler.update`.""",
     before="""
-# utils.py
+# file: utils.py
+from apex import amp
+
+
 def backward(loss, optimizer, args):
     if args.fp16:
         with amp.scale_loss(loss, optimizer) as scaled_loss:
             scaled_loss.backward()
     else:
         loss.backward()
-# train.py
-loss = criterion(model(x), y)
-backward(loss, optimizer, cfg)
-clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-optimizer.step()""",
+
+# file: train.py
+import torch
+from apex import amp
+
+from utils import backward
+
+
+def train(cfg, model, optimizer, loader, criterion):
+    if cfg.fp16:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        backward(loss, optimizer, cfg)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()""",
     after="""
-# utils.py
+# file: utils.py
 def backward(loss, optimizer, args, scaler):
     scaler.scale(loss).backward()
-# train.py
-with torch.autocast("cuda", dtype=torch.float16, enabled=cfg.fp16):
-    loss = criterion(model(x), y)
-backward(loss, optimizer, cfg, scaler=scaler)
-scaler.unscale_(optimizer)
-clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-scaler.step(optimizer)
-scaler.update()""")
+
+# file: train.py
+import torch
+
+from utils import backward
+
+
+def train(cfg, model, optimizer, loader, criterion):
+    scaler = torch.amp.GradScaler("cuda", enabled=bool(cfg.fp16))
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16, enabled=bool(cfg.fp16)):
+            loss = criterion(model(x), y)
+        backward(loss, optimizer, cfg, scaler=scaler)
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()""")
