@@ -278,15 +278,43 @@ apex amp code (its own findings say why), removing the check would turn the clea
 NameError deep in training on a machine without apex, so the check and its imports stay. Migrate that
 module, then rerun: the check goes then.""",
     before="""
+# file: main.py
 try:
-    import apex
+    import apex  # noqa: F401
     APEX_FOUND = True
 except ImportError:
     APEX_FOUND = False
-if args.fp16 and not APEX_FOUND:
-    raise ImportError("Please install apex")""",
+
+from training import Trainer
+
+
+def main(args):
+    if args.fp16 and not APEX_FOUND:
+        raise ImportError("Please install apex to use fp16 training.")
+    return Trainer(None, None, args.fp16)
+
+# file: training.py
+import torch
+from apex import amp
+from apex.amp import _amp_state
+
+
+class Trainer:
+    def __init__(self, model, optimizer, fp16):
+        self.model, self.optimizer, self.fp16 = model, optimizer, fp16
+
+    def setup(self):
+        if self.fp16:
+            self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level="O2")
+            _amp_state.loss_scalers[0]._loss_scale = 2 ** 16
+
+    def step(self, x, y):
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        self.optimizer.step()""",
     after="""
-# unchanged while training.py keeps `from apex import amp`""")
+""")
 
 
 APEX_EXTENSION_KEPT = rule(

@@ -393,7 +393,7 @@ for k in range(heads):
 BF16_SWITCH_NOT_REACHED = rule(
     "A2A174", "bf16-switch-not-reached", "with `--dtype bfloat16` the amp on/off switch of another module's `amp.initialize` cannot reach this region",
     fixes=False, severity=WARNING,
-    why="""
+    flags=("--dtype", "bfloat16"), why="""
 With float16 the switch of a conditional `amp.initialize` (`opt_level = "O1" if fp16 else "O0"`) reaches
 the autocast region in another module through the scaler (`enabled=scaler.is_enabled()`). With
 bfloat16 there is no scaler, and this module holds no `amp.initialize` of its own: an autocast written
@@ -401,8 +401,33 @@ here without `enabled=` would train the fp32 mode in bf16. The module's amp code
 `amp.initialize` of the modules that call it) is left as it is: pass the switch by hand
 (`do_train(..., amp_enabled=...)` and `torch.autocast(..., enabled=amp_enabled)`), or rerun with float16.""",
     before="""
-# trainer.py (train_net.py: amp.initialize(..., opt_level=opt_level))
-with amp.scale_loss(loss, optimizer) as scaled_loss:
-    scaled_loss.backward()""",
+# file: train_net.py
+import torch
+from apex import amp
+
+from engine.trainer import run_epochs
+
+
+def main(args, model, loader):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt_level = "O1" if args.mixed else "O0"
+    model, optimizer = amp.initialize(model, optimizer, opt_level=opt_level)
+    run_epochs(model, optimizer, loader, epochs=1)
+
+# file: engine/__init__.py
+
+# file: engine/trainer.py
+import torch
+from apex import amp
+
+
+def run_epochs(model, optimizer, loader, epochs):
+    for _ in range(epochs):
+        for inputs, target in loader:
+            loss = torch.nn.functional.l1_loss(model(inputs), target)
+            optimizer.zero_grad()
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+            optimizer.step()""",
     after="""
-# unchanged under --dtype bfloat16""")
+""")

@@ -153,8 +153,79 @@ machine without apex the scaler's state is then never saved (or never restored),
 fails on the missing key or restarts its loss scale. Guard the line with the scaler's switch instead
 (`if scaler.is_enabled():`), or save and restore it always.""",
     before="""
-if APEX_FOUND:
-    state["amp"] = amp.state_dict()""",
+import torch
+
+try:
+    from apex import amp
+    import apex_C  # flatten/unflatten kernels used by the bucketing code
+    APEX_FOUND = True
+except ImportError:
+    APEX_FOUND = False
+
+
+class Trainer:
+    def __init__(self, model, optimizer, fp16):
+        self.model = model
+        self.optimizer = optimizer
+        self.fp16 = fp16
+        if fp16:
+            self.model, self.optimizer = amp.initialize(model, optimizer, opt_level="O1")
+
+    def state(self):
+        out = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if APEX_FOUND:
+            out["amp"] = amp.state_dict()
+        return out
+
+    def load(self, ckpt):
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.fp16:
+            amp.load_state_dict(ckpt["amp"])
+
+    def step(self, x, y):
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return loss.item()""",
     after="""
-if self.scaler.is_enabled():  # by hand
-    state["amp"] = self.scaler.state_dict()""")
+import torch
+
+try:
+    import apex_C  # flatten/unflatten kernels used by the bucketing code
+    APEX_FOUND = True
+except ImportError:
+    APEX_FOUND = False
+
+
+class Trainer:
+    def __init__(self, model, optimizer, fp16):
+        self.model = model
+        self.optimizer = optimizer
+        self.fp16 = fp16
+        self.scaler = torch.amp.GradScaler("cuda", enabled=bool(fp16))
+        if fp16:
+            self.model, self.optimizer = model, optimizer
+
+    def state(self):
+        out = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if APEX_FOUND:
+            out["amp"] = self.scaler.state_dict()
+        return out
+
+    def load(self, ckpt):
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.fp16:
+            self.scaler.load_state_dict(ckpt["amp"])
+
+    def step(self, x, y):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=self.scaler.is_enabled()):
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
+        return loss.item()""")

@@ -61,13 +61,17 @@ one migration migrate together, and the modules importing the helper keep `amp.i
 where the code already reaches it: on the object (`self.scaler = scaler` in `__init__`, then
 `self.scaler` in the method), or in the enclosing function (a closure), then rerun.""",
     before="""
-class Trainer:
-    def train(self, loader):
-        ...
-        with amp.scale_loss(loss, self.optimizer) as scaled:
-            scaled.backward()
-# experiment.py
-trainer.train(loader)""",
+from apex import amp
+
+
+class BackwardMixin:
+    def backward(self, loss):
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+
+    def optimizer_step(self):
+        self.optimizer.step()
+        self.optimizer.zero_grad()""",
     after="""
 # unchanged: store the scaler on the Trainer (self.scaler) and migrate again""")
 
@@ -122,14 +126,63 @@ Where `amp.initialize` stored the model and optimizer on `self`, the scaler live
 loss)` in a mixin module) read `self.scaler` instead of taking a new parameter, so their callers stay
 as they are. Every class that uses such a mixin must hold the scaler as well.""",
     before="""
-class BackwardMixin:
-    def backward(self, loss):
-        with amp.scale_loss(loss, self.optimizer) as scaled:
-            scaled.backward()""",
+# file: step_mixin.py
+import torch
+from apex import amp
+
+
+class AmpStepMixin:
+    def training_step(self, x, y):
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.optimizer.zero_grad()
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+# file: train.py
+import torch
+from apex import amp
+
+from step_mixin import AmpStepMixin
+
+
+class Trainer(AmpStepMixin):
+    def __init__(self, model, optimizer, fp16):
+        self.model, self.optimizer = model, optimizer
+        if fp16:
+            self.model, self.optimizer = amp.initialize(self.model, self.optimizer, opt_level="O1")
+
+    def fit(self, batches):
+        return [self.training_step(x.to(torch.float32), y) for x, y in batches]""",
     after="""
-class BackwardMixin:
-    def backward(self, loss):
-        self.scaler.scale(loss).backward()""")
+# file: step_mixin.py
+import torch
+
+
+class AmpStepMixin:
+    def training_step(self, x, y):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=self.scaler.is_enabled()):
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.optimizer.zero_grad()
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.item()
+
+# file: train.py
+import torch
+
+from step_mixin import AmpStepMixin
+
+
+class Trainer(AmpStepMixin):
+    def __init__(self, model, optimizer, fp16):
+        self.model, self.optimizer = model, optimizer
+        self.scaler = torch.amp.GradScaler("cuda", enabled=bool(fp16))
+
+    def fit(self, batches):
+        return [self.training_step(x.to(torch.float32), y) for x, y in batches]""")
 
 
 ENGINE_OVERRIDE = rule(
