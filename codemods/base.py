@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple, TypeVar
 
+import re
+
 import libcst as cst
 
 from .records import (  # noqa: F401 - re-exported: the vocabulary every codemod imports from here
@@ -106,6 +108,30 @@ class FileContext:
     def end_stage(self) -> List[Finding]:
         out, self._stage_findings = self._stage_findings, []
         return out
+
+
+# A rule's before/after example. One file, or several: each starts at a line `# file: PATH` (a path
+# relative to the project folder; `after` names only the files the run changes). The run options the
+# example needs are the rule's `flags=`, and for every unsafe fix `--unsafe-fixes`, for every
+# A2A8xx rule `--target fsdp2`. tests/test_rule_examples.py runs each example as written;
+# docs/generate_rules.py shows the same options.
+FILE_MARKER = re.compile(r"^# file: (\S+)$", re.M)
+
+
+def example_files(text: str) -> Dict[str, str]:
+    """The files of an example: {path: text} by its `# file: PATH` lines ({} when it has none)."""
+    marks = list(FILE_MARKER.finditer(text))
+    if not marks or text[:marks[0].start()].strip():
+        return {}
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    return {m.group(1): text[m.end():end].strip("\n") + "\n" for m, end in zip(marks, ends)}
+
+
+def example_flags(r: Rule) -> Tuple[str, ...]:
+    """The command-line options a rule's example runs with (see FILE_MARKER)."""
+    extra = (["--unsafe-fixes"] if r.unsafe and "--unsafe-fixes" not in r.flags else []) + \
+        (["--target", "fsdp2"] if r.code.startswith("A2A8") and "--target" not in r.flags else [])
+    return tuple(r.flags) + tuple(extra)
 
 
 class Codemod:

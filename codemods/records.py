@@ -29,17 +29,19 @@ class Rule:
     before: str = ""
     after: str = ""
     unsafe: bool = False  # a fix that changes numerics: applied only with --unsafe-fixes
+    flags: Tuple[str, ...] = ()  # the run options the example needs (`--dtype`, `bfloat16`): codemods.base
 
 
 RULES: Dict[str, Rule] = {}
 
 
 def rule(code: str, name: str, summary: str, *, fixes: bool, severity: str, why: str,
-         before: str = "", after: str = "", unsafe: bool = False) -> Rule:
+         before: str = "", after: str = "", unsafe: bool = False, flags: Tuple[str, ...] = ()) -> Rule:
     """Register a rule (codes are unique and stable) and return it."""
     if code in RULES and RULES[code].name != name:
         raise ValueError(f"duplicate rule code {code}")
-    r = Rule(code, name, summary, fixes, severity, why.strip(), before.strip("\n"), after.strip("\n"), unsafe)
+    r = Rule(code, name, summary, fixes, severity, why.strip(), before.strip("\n"), after.strip("\n"), unsafe,
+             tuple(flags))
     RULES[code] = r
     return r
 

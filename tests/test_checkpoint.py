@@ -33,7 +33,7 @@ def test_apex_amp_checkpoint(tmp_path):
     assert ckpt["epoch"] == 7 and torch.equal(ckpt["model"]["w"], torch.ones(2))
     s = _scaler(ckpt["amp"])
     assert s.get_scale() == 8192.0
-    assert s.get_growth_interval() == 2000 and s._get_growth_tracker() == 17
+    assert s.get_growth_interval() == 2000 and s.state_dict()["_growth_tracker"] == 17
 
 
 def test_explicit_key_and_root_state(tmp_path):
@@ -82,7 +82,7 @@ def test_fp16_optimizer_checkpoint_without_apex(tmp_path):
     ckpt = torch.load(dst, weights_only=False)
     assert ckpt["step"] == 3 and "param_groups" in ckpt["optimizer"]
     s = _scaler(ckpt["scaler"])
-    assert s.get_scale() == 2.0 ** 20 and s.get_growth_interval() == 1000 and s._get_growth_tracker() == 299
+    assert s.get_scale() == 2.0 ** 20 and s.get_growth_interval() == 1000 and s.state_dict()["_growth_tracker"] == 299
 
 
 def test_errors(tmp_path):

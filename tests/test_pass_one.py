@@ -7,12 +7,16 @@ written like any other, and not over a file that changed on disk in the meantime
 from __future__ import annotations
 
 import collections
+import os
+import subprocess
+import sys
 import textwrap
+import time
 
 import libcst as cst
 import pytest
 
-from migrate import cross_module, engine, prefilter, source_rewrite
+from migrate import engine, prefilter
 from migrate.engine import RunConfig, run
 
 HELPER = '''
@@ -67,7 +71,7 @@ def test_only_files_a_fact_reaches_are_parsed_again(tmp_path, monkeypatch):
     _tree(tmp_path)
     real = cst.parse_module
     parsed = collections.Counter()
-    monkeypatch.setattr(source_rewrite.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
+    monkeypatch.setattr(cst, "parse_module", lambda text: parsed.update([text]) or real(text))
     run([str(tmp_path)], RunConfig(jobs=1))
     texts = {name: (tmp_path / name).read_text() for name in ("helper.py", "caller.py", "alone.py")}
     assert parsed[texts["alone.py"]] == 1 and parsed[texts["helper.py"]] == 1
@@ -90,20 +94,35 @@ def test_kept_pass_one_rewrites_are_written(tmp_path):
     assert "scaler=scaler" in (tmp_path / "caller.py").read_text()
 
 
-def test_a_kept_rewrite_is_not_written_over_a_file_changed_since(tmp_path, monkeypatch):
-    _tree(tmp_path)
-    real = cross_module.still_valid
-
-    def then_edit(*args):
-        kept = real(*args)
-        (tmp_path / "alone.py").write_text("print('edited meanwhile')\n")
-        return kept
-    monkeypatch.setattr(cross_module, "still_valid", then_edit)
-    res = run([str(tmp_path)], RunConfig(jobs=1, write=True))
-    alone = next(fr for fr in res.files if fr.path.endswith("alone.py"))
-    assert alone.error and "changed on disk" in alone.error and not alone.written
-    assert (tmp_path / "alone.py").read_text() == "print('edited meanwhile')\n"
-    assert res.exit_code() == 2
+def test_a_kept_rewrite_is_not_written_over_a_file_changed_since(tmp_path):
+    """A real `rewrite` pauses after each file it writes (the test-only APEX2AMP_TEST_WRITE_PAUSE);
+    once the first file is written the test edits a kept pass-1 rewrite that is still to be written:
+    the run leaves the user's edit alone, says so, and exits 2."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    edited = "print('edited meanwhile')\n"
+    for attempt, pause in enumerate((1.0, 3.0, 8.0)):
+        tree = tmp_path / f"t{attempt}"
+        tree.mkdir()
+        _tree(tree)
+        (tree / "zz_alone.py").write_text(textwrap.dedent(ALONE).lstrip())  # written last
+        first = (tree / "alone.py").read_text()
+        env = dict(os.environ, PYTHONPATH=root, APEX2AMP_TEST_WRITE_PAUSE=str(pause))
+        proc = subprocess.Popen([sys.executable, "-m", "apex2amp", "rewrite", "--no-cache", "-j", "1", "."],
+                                cwd=str(tree), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while (tree / "alone.py").read_text() == first and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        in_time = "apex" in (tree / "zz_alone.py").read_text()
+        (tree / "zz_alone.py").write_text(edited)
+        out, err = proc.communicate(timeout=120)
+        if not in_time:  # the run had written it already (a loaded machine): try with a longer pause
+            continue
+        assert (tree / "zz_alone.py").read_text() == edited
+        assert "changed on disk" in err, err
+        assert proc.returncode == 2
+        assert "scaler=scaler" in (tree / "caller.py").read_text()  # the other files are written
+        return
+    pytest.fail("the test never edited the file before the run wrote it")
 
 
 SAVES_WITH_TORCH = '''
@@ -129,7 +148,7 @@ def test_a_call_needs_the_function_and_its_module_named(tmp_path, monkeypatch):
     (tmp_path / "main.py").write_text(textwrap.dedent(SAVES_WITH_TORCH).lstrip())
     real = cst.parse_module
     parsed = collections.Counter()
-    monkeypatch.setattr(source_rewrite.cst, "parse_module", lambda text: parsed.update([text]) or real(text))
+    monkeypatch.setattr(cst, "parse_module", lambda text: parsed.update([text]) or real(text))
     res = run([str(tmp_path)], RunConfig(jobs=1))
     assert not res.errors
     facts = engine.RepoFacts(scaler_functions={str(tmp_path) + "::ckpt": ["save"]})

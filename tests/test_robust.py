@@ -8,11 +8,11 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
-from migrate import discovery
-from migrate.engine import RunConfig, process_file, run
+from migrate.engine import RunConfig, run
 
 import golden
 
@@ -110,47 +110,53 @@ def test_read_only_file_not_overwritten(tmp_path):
     p.chmod(0o644)
 
 
-def test_file_changed_between_read_and_write(tmp_path, monkeypatch):
-    import migrate.engine as engine
-    import migrate.pipeline as pipeline
-    p = _write(tmp_path / "race.py", LEGACY)
-    real = engine.rewrite_source
+def test_file_changed_between_read_and_write(tmp_path):
+    """A real `rewrite` pauses after each file it writes (the test-only APEX2AMP_TEST_WRITE_PAUSE); once
+    the first file is written the test edits the second: it is not overwritten, and the run says so."""
+    edited = LEGACY + b"# edited by the user meanwhile\n"
+    for attempt, pause in enumerate((1.0, 3.0, 8.0)):
+        tree = tmp_path / f"t{attempt}"
+        first, race = _write(tree / "a.py", LEGACY), _write(tree / "b.py", LEGACY)
+        proc = subprocess.Popen([sys.executable, "-m", "migrate", "rewrite", "--no-cache", "-j", "1", "."],
+                                cwd=str(tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": ROOT, "APEX2AMP_TEST_WRITE_PAUSE": str(pause)})
+        deadline = time.time() + 60
+        while first.read_bytes() == LEGACY and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        in_time = race.read_bytes() == LEGACY
+        race.write_bytes(edited)
+        _, err = proc.communicate(timeout=120)
+        if not in_time:  # written before the test saw the first write (a loaded machine): a longer pause
+            continue
+        assert first.read_bytes() == MIGRATED
+        assert race.read_bytes() == edited
+        assert proc.returncode == 2 and "b.py" in err and "changed on disk" in err, err
+        return
+    pytest.fail("the test never edited the file before the run wrote it")
 
-    def edit_meanwhile(text, **kw):
-        res = real(text, **kw)
-        p.write_bytes(LEGACY + b"# edited by the user meanwhile\n")
-        return res
 
-    monkeypatch.setattr(pipeline, "rewrite_source", edit_meanwhile)
-    d = discovery.Discovered(str(p), discovery.PYTHON, str(tmp_path))
-    fr = process_file(d, RunConfig(write=True, jobs=1), engine.RepoFacts())
-    assert fr.error and "changed on disk" in fr.error and not fr.written
-    assert p.read_bytes() == LEGACY + b"# edited by the user meanwhile\n"
+def _limit_file_size():
+    """In the child: files may not grow past 64 bytes (as on a full disk); SIGXFSZ is ignored, so the
+    write fails with EFBIG instead of killing the process."""
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
 
 
-def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    import migrate.fileio as fileio
+def test_failed_write_leaves_no_partial_file(tmp_path):
     p = _write(tmp_path / "crash.py", LEGACY)
-
-    def boom(fd):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(fileio.os, "fsync", boom)
-    d = discovery.Discovered(str(p), discovery.PYTHON, str(tmp_path))
-    fr = process_file(d, RunConfig(write=True, jobs=1), fileio_facts())
-    assert fr.error and "No space left" in fr.error
+    assert len(MIGRATED) > 64
+    res = subprocess.run([sys.executable, "-m", "migrate", "rewrite", "--no-cache", "-j", "1", "crash.py"],
+                         cwd=str(tmp_path), capture_output=True, text=True, preexec_fn=_limit_file_size,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    assert res.returncode == 2 and "crash.py" in res.stderr and "too large" in res.stderr.lower(), res.stderr
     assert p.read_bytes() == LEGACY
     assert sorted(os.listdir(tmp_path)) == ["crash.py"]  # no temporary file left behind
 
 
-def fileio_facts():
-    from codemods.base import RepoFacts
-    return RepoFacts()
-
-
 def test_killed_run_never_leaves_a_partial_file(tmp_path):
     import signal
-    import time
     files = [_write(tmp_path / f"pkg/m{i:03d}.py", LEGACY) for i in range(40)]
     proc = subprocess.Popen([sys.executable, "-m", "migrate", "rewrite", "-j", "1", "-q", str(tmp_path)],
                             env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.DEVNULL,
