@@ -14,7 +14,8 @@ import libcst as cst
 
 from . import templates
 from .base import FIX, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan, as_primary, realign_call
+from .code_layout import as_primary, realign_call
+from .edits import EditPlan, apply_plan
 from .index import ModuleIndex
 from .optimizer_resume import report_resume_sites
 from .walk import Visitor, iter_nodes

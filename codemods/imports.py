@@ -17,7 +17,8 @@ from libcst.metadata import ScopeProvider
 
 from . import amp_rules as R
 from .base import INFO, Codemod, FileContext, facts_key
-from .edits import EditPlan, Lines, apply_plan, close_block, comment_lines, rehome_comments, with_comments_before
+from .edit_comments import Lines, close_block, comment_lines, rehome_comments, with_comments_before
+from .edits import EditPlan, apply_plan
 from .index import ModuleIndex
 from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
 from .mode_rules import APEX_FLAG_LEFTOVER
