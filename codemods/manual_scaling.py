@@ -24,7 +24,7 @@ from .apex_modules import Resolver, ensure_torch, literal_bool
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
 from .code_layout import as_primary, indent_continuations
 from .edits import EditPlan, apply_plan
-from .hazards import FileText
+from .hazard_text import FileText
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
 from .walk import Visitor
