@@ -7,7 +7,7 @@ import libcst as cst
 
 from . import amp_regions
 from . import amp_rules as R
-from .edits import indent_continuations
+from .code_layout import indent_continuations
 from .signatures import param_names
 from .walk import iter_nodes
 from .names import assigned_names, dotted_name, names_read, norm_code

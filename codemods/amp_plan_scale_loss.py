@@ -6,7 +6,7 @@ from typing import List, Optional, Sequence, Tuple
 import libcst as cst
 
 from . import amp_rules as R
-from .edits import as_primary
+from .code_layout import as_primary
 from .names import arg_by, has_star_args, norm_code, sole_call
 from .amp_plan_state import AmpPlanState, AmpSite, code_of, flatten, parse_stmt
 

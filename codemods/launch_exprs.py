@@ -8,7 +8,7 @@ from typing import Dict, Optional
 
 import libcst as cst
 
-from .apex_parallel import enclosing
+from .ancestors import enclosing
 from .index import ModuleIndex
 from .names import code_of, dotted_name, literal_number, literal_string, names_read, parse_expr
 from .walk import iter_nodes

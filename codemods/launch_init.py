@@ -9,7 +9,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from .apex_parallel import edit_args
+from .arg_edits import edit_args
 from .base import FIX, WARNING, rule
 from .launch_state import LaunchState
 from .names import arg_by, literal_string, norm_code

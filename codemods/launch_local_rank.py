@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from .apex_parallel import edit_args, kwarg
+from .arg_edits import edit_args, kwarg
 from .base import FIX, WARNING, rule
 from .launch_exprs import compares_to_zero, parameter_receiving, quote_like
 from .launch_state import LaunchState

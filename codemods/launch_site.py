@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Set
 import libcst as cst
 
 from . import launch_shapes
-from .apex_parallel import enclosing
+from .ancestors import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
 from .launch_notes import nproc_value

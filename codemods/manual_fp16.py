@@ -29,7 +29,7 @@ import libcst as cst
 
 from . import templates
 from .base import FIX, WARNING, rule
-from .edits import indent_continuations
+from .code_layout import indent_continuations
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
 from .walk import Visitor
 

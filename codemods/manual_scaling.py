@@ -20,10 +20,13 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from . import dynamic_scaler, manual_fp16, templates
-from .apex_modules import Resolver, ensure_torch, literal_bool
+from .apex_names import Resolver
+from .call_args import literal_bool
 from .base import FIX, INFO, WARNING, Codemod, FileContext, rule
-from .edits import EditPlan, apply_plan, as_primary, indent_continuations
-from .hazards import FileText
+from .code_layout import as_primary, indent_continuations
+from .edits import EditPlan, apply_plan
+from .hazard_text import FileText
+from .torch_import import ensure_torch
 from .index import ModuleIndex, parent_mapping
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
 from .walk import Visitor

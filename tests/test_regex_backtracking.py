@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = ["codemods.manual_scaling", "codemods.hazards", "migrate.apex_shadow", "migrate.prefilter",
            "codemods.registry", "codemods.launch", "codemods.amp_unresolved", "codemods.walk",
            "migrate.launch_scripts", "migrate.notebook", "codemods.amp", "codemods.imports",
-           "codemods.apex_parallel", "codemods.cuda_amp", "codemods.guards", "codemods.names"]
+           "codemods.apex_parallel", "codemods.cuda_amp", "codemods.guards", "codemods.names",
+           "codemods.hazard_text", "codemods.apex_uses", "codemods.code_layout"]
 
 PROBE = r'''
 import importlib, re, signal, sys

@@ -1,0 +1,39 @@
+"""The state one file's apex module rewrites share: the resolver, the context, the edit plan,
+whether `import torch` is needed, the target torch and the optimizers migrated (for A2A324).
+
+The rewrites (codemods/fused_optimizers.py, fused_norms.py, layer_norm_checks.py, apex_helpers.py)
+extend it; codemods/apex_modules.py runs them over the calls and classes that name apex.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import libcst as cst
+
+from . import templates
+from .apex_names import Resolver
+from .base import FileContext
+from .edits import EditPlan
+from .walk import Visitor
+
+
+class ModulesRun(Visitor):
+    """Walks calls and class bases once, planning rewrites and reporting findings."""
+
+    def __init__(self, res: Resolver, ctx: FileContext):
+        self.res = res
+        self.ctx = ctx
+        self.plan = EditPlan()
+        self.needs_torch = False
+        self.min_torch = ctx.options.min_torch
+        self.migrated_optimizers: List[Tuple[cst.Call, str, str]] = []  # (apex call, apex class, torch class)
+
+    # helpers
+    def _ok(self, node: cst.CSTNode, code: str) -> bool:
+        return self.ctx.enabled(code) and not self.ctx.suppressed(node, code)
+
+    def _callee(self, qualified: str, fallback: str) -> cst.BaseExpression:
+        spelled = self.res.spelling(qualified, fallback)
+        if spelled.split(".")[0] == "torch":
+            self.needs_torch = True
+        return templates.expression(spelled)
