@@ -102,7 +102,8 @@ class ResultCache:
         self._by_path = {k[0]: k for k in self.entries}  # one entry per file: its latest bytes
 
     def get(self, key: Tuple[str, str, bytes], what: str) -> Any:
-        """A copy of the cached `what` ("screen", "pass1", "pass2:<facts digest>") of `key`, or None."""
+        """A copy of the cached `what` ("screen", "pass1", "pass2:<facts digest>", a cross-module pass's
+        "<pass>:<digest of what it was told>") of `key`, or None."""
         entry = self.entries.get(key)
         if entry is None or what not in entry:
             return None
@@ -120,9 +121,10 @@ class ResultCache:
                 self.entries.pop(old, None)
             entry = self.entries[key] = {}
             self._by_path[key[0]] = key
-        if what.startswith("pass2:"):
-            for old in [w for w in entry if w.startswith("pass2:") and w != what]:
-                del entry[old]  # only the latest facts are worth keeping
+        kind, colon, _ = what.partition(":")
+        if colon:  # "pass2:<facts digest>", "held_calls0:<digest>", ...: only the latest facts are worth keeping
+            for old in [w for w in entry if w.startswith(kind + ":") and w != what]:
+                del entry[old]
         entry[what] = copy.deepcopy(value)
         self.dirty = True
 

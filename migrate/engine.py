@@ -142,10 +142,10 @@ def _run(paths: Sequence[str], config: RunConfig,
             pass_one[i] = res
             if cache and cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
-        told = cross_module.refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        told = cross_module.refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts, cache, keys)
         cross_module.refuse_bf16_regions_off_the_switch(files, indexed, pass_one, kept, config, facts, told)
         cross_module.refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts, told)
-        cross_module.hold_back_helpers(files, indexed, pass_one, kept, config, told)
+        cross_module.hold_back_helpers(files, indexed, pass_one, kept, config, told, cache, keys)
         simulated = cross_module.refuse_held_callers(files, indexed, pass_one, kept, config, facts, told, cache, keys)
         for i in indexed:
             f, fr = pass_one[i]

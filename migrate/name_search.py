@@ -25,6 +25,7 @@ class NameSearch:
         self._others: Tuple[bytes, ...] = tuple(n for n in names if n not in self._words)
         self._lengths: Tuple[int, ...] = tuple(sorted({len(n) for n in self._words}))
         self._runs: Dict[bytes, FrozenSet[bytes]] = {}
+        self._empty: Set[bytes] = set()  # runs known to hold no name (most of them): set off in one step
 
     def _in_run(self, run: bytes) -> FrozenSet[bytes]:
         hit = self._runs.get(run)
@@ -35,13 +36,16 @@ class NameSearch:
             return frozenset(n for n in words if n in run)
         found = frozenset(run[i:i + n] for n in self._lengths if n <= size
                           for i in range(size - n + 1) if run[i:i + n] in words)
-        self._runs[run] = found
+        if found:
+            self._runs[run] = found
+        else:
+            self._empty.add(run)
         return found
 
     def present(self, data: bytes) -> Set[bytes]:
         """The names that occur in `data` (as `name in data` says)."""
         out: Set[bytes] = {n for n in self._others if n in data}
         if self._words:
-            for run in set(_RUN.findall(data)):
+            for run in set(_RUN.findall(data)) - self._empty:
                 out.update(self._in_run(run))
         return out
