@@ -14,6 +14,7 @@ from typing import Dict, FrozenSet, Iterable, Set, Tuple
 _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 _WORD = re.compile(rb"[A-Za-z0-9_\x80-\xff]+\Z")
 _CACHED_RUN = 64  # longer runs (blobs) are searched name by name, and not kept
+_FEW = 8  # this many names or fewer are searched for one by one
 
 
 class NameSearch:
@@ -45,7 +46,9 @@ class NameSearch:
     def present(self, data: bytes) -> Set[bytes]:
         """The names that occur in `data` (as `name in data` says)."""
         out: Set[bytes] = {n for n in self._others if n in data}
-        if self._words:
+        if len(self._words) <= _FEW:  # a few searches of the bytes beat splitting them into runs
+            out.update(n for n in self._words if n in data)
+        elif self._words:
             for run in set(_RUN.findall(data)) - self._empty:
                 out.update(self._in_run(run))
         return out
