@@ -49,10 +49,11 @@ def still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResu
 
 def keep_reexported_imports(files: Sequence[discovery.Discovered], published: Dict[int, RepoFacts],
                              data_of: Dict[int, bytes], facts: RepoFacts, ready: Dict[int, FileResult],
-                             walked: Sequence[str], pool: Any) -> None:
+                             walked: Sequence[str], pool: Any, cache: Any = None, keys: Sequence[Any] = ()) -> None:
     """The unused apex imports pass 1 removed that another file imports from their module
     (`pkg/__init__.py` re-exporting FusedAdam): recorded in `facts.reexports`, and their modules'
-    pass-1 results dropped from `ready`, so pass 2 rewrites them again and keeps those imports."""
+    pass-1 results dropped from `ready`, so pass 2 rewrites them again and keeps those imports. With
+    `cache`, each run file's importers are kept for the next run."""
     from .reexports import find_importers, scan_task
     publishers: Dict[str, Set[str]] = {}
     for i, f in published.items():
@@ -60,10 +61,32 @@ def keep_reexported_imports(files: Sequence[discovery.Discovered], published: Di
             publishers.setdefault(key, set()).add(os.path.abspath(files[i].path))
     run_files = [(d.path, data_of.get(i)) for i, d in enumerate(files) if d.kind == discovery.PYTHON]
     mapper = (lambda tasks: pool.map(scan_task, tasks, scan_task, parallel=True)) if pool.jobs > 1 else None
-    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked, mapper)
+    memo = None
+    if cache is not None:
+        context = repr((sorted((k, sorted(v)) for k, v in facts.dropped_imports.items()),
+                        sorted((k, sorted(v)) for k, v in publishers.items())))
+        memo = _ByPath(PassMemo(cache, keys, "reexports", context), files)
+    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked, mapper, memo)
     for i, f in published.items():
         if any(key in facts.reexports for key in f.dropped_imports):
             ready.pop(i, None)
+
+
+class _ByPath:
+    """A PassMemo of the run's files, asked by path (files outside the run are not kept)."""
+
+    def __init__(self, memo: PassMemo, files: Sequence[discovery.Discovered]):
+        self.memo = memo
+        self.index = {d.path: i for i, d in enumerate(files)}
+
+    def get(self, path: str, data: bytes) -> Any:
+        i = self.index.get(path)
+        return None if i is None else self.memo.get(i, data)
+
+    def put(self, path: str, data: bytes, value: Any) -> None:
+        i = self.index.get(path)
+        if i is not None:
+            self.memo.put(i, data, value)
 
 
 def refuse_bf16_regions_off_the_switch(files: Sequence[discovery.Discovered], indexed: Sequence[int],

@@ -189,7 +189,8 @@ def _run(paths: Sequence[str], config: RunConfig,
             ready = cross_module.still_valid(files, ready, published, facts, kept, index)
         if facts.dropped_imports:
             # folders the run walked whole need no second walk (excluded files may still import)
-            cross_module.keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths, pool)
+            cross_module.keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths,
+                                                 pool, cache, keys)
         pass_two = "pass2:" + facts_digest(facts) if cache else ""
         if simulated:
             final = facts_digest(facts)

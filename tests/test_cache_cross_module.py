@@ -145,3 +145,18 @@ def test_a_changed_caller_is_looked_at_again(tmp_path, monkeypatch):
     # a caller of the backward helper that keeps its amp code now
     _write(root, "projC/finetune.py", FINETUNE.format(pkg="projC").replace("amp.initialize", "amp.init"))
     _check(root, cache)
+
+
+def test_a_reexport_found_from_the_cache_follows_its_importer(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root, cache = "src", str(tmp_path / "cache")
+    _write(root, "pkg/__init__.py", "from apex.optimizers import FusedAdam\n")
+    _write(root, "pkg/models.py", "from apex.optimizers import FusedLAMB\n")
+    _write(root, "user.py", "from pkg import FusedAdam\n\nopt = FusedAdam([], lr=1e-3)\n")
+    kept = _check(root, cache)
+    assert not kept[0][1]  # pkg/__init__.py keeps the import user.py takes from it
+    _check(root, cache)
+    _write(root, "user.py", "import torch\n\nopt = torch.optim.AdamW([], lr=1e-3)\n")
+    assert _check(root, cache) != kept
+    _write(root, "user.py", "from pkg.models import FusedLAMB\n")
+    _check(root, cache)
