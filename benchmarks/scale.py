@@ -1,6 +1,6 @@
 """How `check` time grows with the tree: cold and warm runs at 1x and at Kx the files.
 
-    python benchmarks/scale.py [--files 2900 58000] [--jobs 2] [--root /tmp/a2a-scale] [--keep] [--repo DIR]
+    python benchmarks/scale.py [--files 2900 58000] [--jobs 2] [--runs 1] [--root /tmp/a2a-scale] [--keep] [--repo DIR]
 
 Each tree is made of copies of one legacy training package and many plain modules. A copy
 (`projK/`) holds the shapes cross-module migration works on: `train.py` (amp.initialize, calls
@@ -12,8 +12,10 @@ same module and function names, as the packages of a monorepo do.
 
 For each size: the tree is written under --root, then `apex2amp check --format json` runs as a
 whole process, cold (an empty cache folder) and then warm (the same cache, nothing changed), and
-the floor "read every Python file from Python" is timed. Prints seconds, files/s, the ratio of the
-warm run to the read floor, and the large/small ratio of each column. Nothing in the trees is
+the floor "read every Python file from a Python with libcst imported" (benchmarks/bench.py's) is
+timed; each --runs times, keeping the least wall time and, apart, the least CPU time (user + system
+of the process and its workers: what a busy shared machine inflates least). Prints seconds, files/s,
+the ratio of the warm run to the read floor, and the large/small ratio of each column. Nothing in the trees is
 written by apex2amp (`check` writes nothing); the trees are removed unless --keep. --repo runs the
 apex2amp of another checkout on the same trees (to compare two branches).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -282,62 +285,98 @@ def generate(root: str, files: int) -> int:
 
 
 READ_FLOOR = """
-import os, sys
+import os, sys, libcst, libcst.metadata
 for folder, _, names in os.walk(sys.argv[1]):
     for n in names:
         if n.endswith('.py'):
             with open(os.path.join(folder, n), 'rb') as fh:
                 fh.read()
-"""
+"""  # the floor of benchmarks/bench.py: every file read, from a Python that has imported libcst
 
 
-def timed(cmd: List[str], cwd: str, repo: str = ROOT) -> Tuple[float, int, bytes]:
+def timed(cmd: List[str], cwd: str, repo: str = ROOT) -> Tuple[float, float, int, bytes]:
+    """(wall seconds, CPU seconds of the process and its workers, exit status, stdout) of `cmd`."""
     env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""), NO_COLOR="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return time.perf_counter() - t0, p.returncode, p.stdout
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, p.returncode, p.stdout
 
 
-def measure(tree: str, jobs: int, repo: str = ROOT) -> Dict[str, float]:
-    cache = tempfile.mkdtemp(prefix="a2a-scale-cache-")
+def compile_sources(repo: str) -> None:
+    """apex2amp's bytecode, as an installed tool has it (benchmarks/bench.py does the same)."""
+    import compileall
+    for package in ("migrate", "codemods", "apex2amp"):
+        compileall.compile_dir(os.path.join(repo, package), quiet=1)
+
+
+def measure(tree: str, jobs: int, repo: str = ROOT, runs: int = 1) -> Dict[str, float]:
+    """Seconds of each command, the least of `runs` runs (wall and CPU apart): cold runs each start
+    from an empty cache folder, warm runs re-run over the cache the first cold run filled."""
+    out: Dict[str, float] = {}
+
+    def keep(name: str, wall: float, cpu: float) -> None:
+        out[name] = min(out.get(name, wall), wall)
+        out[name + " cpu"] = min(out.get(name + " cpu", cpu), cpu)
+
+    reference = None
+    warm_cache = tempfile.mkdtemp(prefix="a2a-scale-cache-")
     try:
-        check = [sys.executable, "-m", "apex2amp", "check", "--format", "json", "-j", str(jobs),
-                 "--cache-dir", cache, "."]
-        cold, rc_cold, out_cold = timed(check, tree, repo)
-        warm, rc_warm, out_warm = timed(check, tree, repo)
-        if rc_cold not in (0, 1) or rc_warm != rc_cold or out_warm != out_cold:
-            raise SystemExit(f"{tree}: cold and warm runs disagree (rc {rc_cold} / {rc_warm})")
-        read, _, _ = timed([sys.executable, "-c", READ_FLOOR, tree], tree)
-        return {"cold": cold, "warm": warm, "read": read}
+        for r in range(runs):
+            cache = warm_cache if r == 0 else tempfile.mkdtemp(prefix="a2a-scale-cache-")
+            check = [sys.executable, "-m", "apex2amp", "check", "--format", "json", "-j", str(jobs), "--cache-dir"]
+            wall, cpu, rc, stdout = timed(check + [cache, "."], tree, repo)
+            if cache != warm_cache:
+                shutil.rmtree(cache, ignore_errors=True)
+            keep("cold", wall, cpu)
+            reference = (rc, stdout) if reference is None else reference
+            wall, cpu, rc_w, out_w = timed(check + [warm_cache, "."], tree, repo)
+            keep("warm", wall, cpu)
+            if rc not in (0, 1) or (rc, stdout) != reference or (rc_w, out_w) != reference:
+                raise SystemExit(f"{tree}: cold and warm runs disagree (rc {rc} / {rc_w})")
+            wall, cpu, _, _ = timed([sys.executable, "-c", READ_FLOOR, tree], tree)
+            keep("read", wall, cpu)
+        return out
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(warm_cache, ignore_errors=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, nargs="+", default=[2900, 58000])
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=1, help="runs of each command; the least time is kept")
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "a2a-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the generated trees")
     ap.add_argument("--repo", default=ROOT, help="the apex2amp checkout to run (default: this one)")
     a = ap.parse_args()
+    repo = os.path.abspath(a.repo)
+    compile_sources(repo)
     rows = []
     for n in a.files:
         tree = os.path.join(a.root, str(n))
         if not os.path.isdir(tree):
             generate(tree, n)
         count = sum(1 for _, _, names in os.walk(tree) for x in names if x.endswith(".py"))
-        m = measure(tree, a.jobs, os.path.abspath(a.repo))
+        load = os.getloadavg()[0]
+        m = measure(tree, a.jobs, repo, a.runs)
         rows.append((count, m))
-        print(f"{count:>7} files: cold {m['cold']:7.1f}s ({count / m['cold']:6.0f} files/s)  "
-              f"warm {m['warm']:7.1f}s ({count / m['warm']:6.0f} files/s)  read {m['read']:5.2f}s  "
-              f"warm/read {m['warm'] / m['read']:5.1f}x", flush=True)
+        print(f"{count:>7} files (load {load:.1f}): cold {m['cold']:7.1f}s ({count / m['cold']:6.0f} files/s, "
+              f"cpu {m['cold cpu']:6.1f}s)  warm {m['warm']:6.2f}s (cpu {m['warm cpu']:6.2f}s)  "
+              f"read {m['read']:5.2f}s (cpu {m['read cpu']:5.2f}s)  warm/read {m['warm'] / m['read']:4.1f}x "
+              f"(cpu {m['warm cpu'] / m['read cpu']:4.1f}x)", flush=True)
         if not a.keep:
             shutil.rmtree(tree, ignore_errors=True)
     if len(rows) > 1:
         (n0, m0), (n1, m1) = rows[0], rows[-1]
-        print(f"{n1 / n0:.1f}x the files: cold {m1['cold'] / m0['cold']:.1f}x the time, "
-              f"warm {m1['warm'] / m0['warm']:.1f}x, read {m1['read'] / m0['read']:.1f}x")
+        print(f"{n1 / n0:.1f}x the files: cold {m1['cold'] / m0['cold']:.1f}x the time "
+              f"(cpu {m1['cold cpu'] / m0['cold cpu']:.1f}x), warm {m1['warm'] / m0['warm']:.1f}x "
+              f"(cpu {m1['warm cpu'] / m0['warm cpu']:.1f}x), read {m1['read'] / m0['read']:.1f}x "
+              f"(cpu {m1['read cpu'] / m0['read cpu']:.1f}x)")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from .base import Codemod, FileContext, RepoFacts, facts_key, module_root
 from .index import ModuleIndex, parent_mapping
 from .names import ImportTable, dotted_name, literal_string
 from .records import same_file
-from .restore_helpers import argument_spec, helpers_in_facts
+from .restore_helpers import argument_spec, helpers_for_modules
 from .walk import iter_nodes
 
 FACT_PREFIX = "scaler_restores:"  # RepoFacts.extra key: FACT_PREFIX + facts_key -> sorted restore keys
@@ -75,7 +75,6 @@ class _Lint:
     def run(self) -> None:
         saves: List[Tuple[cst.Call, str]] = []
         restores: Set[str] = set()
-        helpers = helpers_in_facts(self.ctx.facts)
         generic = False
         for call in self.index.calls:
             f = call.func
@@ -90,13 +89,15 @@ class _Lint:
                 continue
             if isinstance(f, cst.Attribute) and f.attr.value == "load_state_dict" and isinstance(f.value, cst.Name):
                 generic = True  # `obj.load_state_dict(...)` on a plain name: maybe a loop over {"amp": scaler}
-            restores.update(self._handed_to_helper(call, helpers))
+            restores.update(self._handed_to_helper(call))
             self._dangling_amp(call)
         if generic:
             restores.update(self._scalers_in_dicts())
         restores.discard(None)  # type: ignore[arg-type]
         if self.ctx.module_name and restores:
             self.ctx.exported.extra[FACT_PREFIX + facts_key(self.ctx.path, self.ctx.module_name)] = sorted(restores)
+        if not saves:
+            return
         elsewhere: Set[str] = set()
         for keys in restores_in_facts(self.ctx.facts).values():
             elsewhere.update(keys)
@@ -131,10 +132,10 @@ class _Lint:
             return _subscript_key(p.targets[0].target)
         return None
 
-    def _handed_to_helper(self, call: cst.Call, helpers: Dict[str, Dict[str, Dict[str, Any]]]) -> Set[str]:
+    def _handed_to_helper(self, call: cst.Call) -> Set[str]:
         out: Set[str] = set()
         pos = 0
-        spec = self._spec_of(call, helpers)
+        spec = self._spec_of(call)
         callee = (dotted_name(call.func) or "").rpartition(".")[2]
         for arg in call.args:
             if arg.star:
@@ -151,10 +152,14 @@ class _Lint:
                 pos += 1
         return out
 
-    def _spec_of(self, call: cst.Call, helpers: Dict[str, Dict[str, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    def _spec_of(self, call: cst.Call) -> Optional[Dict[str, Any]]:
         quals = self.table.qualified_names(call.func)
+        if not quals:
+            return None
         mine = module_root(self.ctx.path, self.ctx.module_name)
-        for key, funcs in helpers.items():
+        # the helpers a qualified name may name (by module, or by path: `records.same_file`), in facts order
+        heads = sorted({q.rpartition(".")[0] for q in quals})
+        for key, funcs in helpers_for_modules(self.ctx.facts, heads, mine).items():
             mod = key.rpartition("::")[2]
             for q in quals:
                 head, _, fn = q.rpartition(".")

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from .base import Codemod, FileContext, WARNING, facts_key, rule
+from .base import Codemod, FileContext, RepoFacts, WARNING, facts_key, rule
 from .index import ModuleIndex
 from .names import ImportTable, dotted_name
 from .walk import iter_nodes
@@ -86,21 +86,16 @@ class _Module:
                         req = scaler_parameter(item)
                         if req:
                             self.methods.setdefault(node.name.value, {})[item.name.value] = req
-        # other modules' definitions, by qualified name
-        self.far_funcs: Dict[str, Required] = {}
-        self.far_methods: Dict[str, Dict[str, Required]] = {}
-        skip = {f"{m}.{fn}" for k, fns in ctx.facts.scaler_functions.items() for m in [k.rpartition("::")[2]]
-                for fn in fns}  # the amp codemod reports the calls of the functions it changes
-        for key, req in ctx.facts.scaler_required.items():
-            if key == self.key:
-                continue
-            mod = key.rpartition("::")[2]
-            for name, value in req.items():
-                cls, _, meth = name.rpartition(".")
-                if cls:
-                    self.far_methods.setdefault(f"{mod}.{cls}", {})[meth] = tuple(value)  # type: ignore[assignment]
-                elif f"{mod}.{name}" not in skip:
-                    self.far_funcs[f"{mod}.{name}"] = tuple(value)  # type: ignore[assignment]
+        # other modules' definitions, looked up by qualified name in the run's facts (`_FarDefinitions`)
+        self.far = _FarDefinitions.of(ctx.facts)
+
+    def far_func(self, q: str) -> Optional[Required]:
+        """The required scaler parameter of another module's function `q` (`mod.name`), or None."""
+        return self.far.func(q, self.key)
+
+    def far_methods(self, q: str) -> Dict[str, Required]:
+        """Method -> required scaler parameter, of another module's class `q` (`mod.Class`)."""
+        return self.far.methods(q, self.key)
 
     def published(self) -> Dict[str, Required]:
         out: Dict[str, Required] = dict(self.funcs)
@@ -113,7 +108,7 @@ class _Module:
         seen = set() if seen is None else seen
         out: Dict[str, Required] = {}
         for q in self.table.qualified_names(cls):
-            out.update(self.far_methods.get(q, {}))
+            out.update(self.far_methods(q))
         name = dotted_name(cls)
         if isinstance(cls, cst.Name) and name in self.bases and not self.table.qualified_names(cls) and name not in seen:
             seen.add(name)
@@ -156,8 +151,9 @@ class _Module:
         fn = call.func
         quals = self.table.qualified_names(fn)
         for q in sorted(quals):
-            if q in self.far_funcs:
-                return q.rpartition(".")[2], self.far_funcs[q], False
+            req = self.far_func(q)
+            if req is not None:
+                return q.rpartition(".")[2], req, False
         if isinstance(fn, cst.Name) and not quals and fn.value in self.funcs:
             return fn.value, self.funcs[fn.value], False
         if isinstance(fn, cst.Attribute):
@@ -167,6 +163,78 @@ class _Module:
                 if req is not None:
                     return f"{dotted_name(cls)}.{fn.attr.value}", req, True
         return None
+
+
+class _FarDefinitions:
+    """The functions and methods with a required scaler parameter that the run's modules published
+    (`RepoFacts.scaler_required`), found by qualified name: a file looks up only the names its calls
+    spell, not every module's definitions. A function the amp codemod changes (`scaler_functions`)
+    is left to it (it reports the calls of the functions it changes); a module's own definitions
+    (`key`) are not looked up here. Made once per facts object (a run's pass-2 files share one)."""
+
+    _last: Optional[Tuple[RepoFacts, int, int, "_FarDefinitions"]] = None
+
+    def __init__(self, facts: RepoFacts):
+        self.facts = facts
+        self.required: Dict[str, List[Tuple[int, str]]] = {}  # module -> (place in the facts, key)
+        for pos, key in enumerate(facts.scaler_required):
+            self.required.setdefault(key.rpartition("::")[2], []).append((pos, key))
+        self.changed: Dict[str, List[str]] = {}  # module -> keys of scaler_functions
+        for key in facts.scaler_functions:
+            self.changed.setdefault(key.rpartition("::")[2], []).append(key)
+        # the keys that define something to look up (a method, or a function the amp codemod leaves)
+        self.defining = [key for key, req in facts.scaler_required.items() if any(
+            name.rpartition(".")[0] or not self._skipped(f"{key.rpartition('::')[2]}.{name}") for name in req)]
+
+    @classmethod
+    def of(cls, facts: RepoFacts) -> "_FarDefinitions":
+        last = cls._last
+        if last is not None and last[0] is facts and last[1] == len(facts.scaler_required) \
+                and last[2] == len(facts.scaler_functions):
+            return last[3]
+        found = cls(facts)
+        cls._last = (facts, len(facts.scaler_required), len(facts.scaler_functions), found)
+        return found
+
+    def _skipped(self, dotted: str) -> bool:
+        """Whether `dotted` is `module.function` of a function in `scaler_functions`."""
+        at = dotted.find(".")
+        while at >= 0:
+            head, tail = dotted[:at], dotted[at + 1:]
+            if any(tail in self.facts.scaler_functions[k] for k in self.changed.get(head, ())):
+                return True
+            at = dotted.find(".", at + 1)
+        return False
+
+    def any_besides(self, key: str) -> bool:
+        """Whether a module other than `key` defines something to look up."""
+        return any(k != key for k in self.defining[:2])
+
+    def func(self, q: str, own: str) -> Optional[Required]:
+        mod, dot, name = q.rpartition(".")
+        if not dot or self._skipped(q):
+            return None
+        found: Optional[Required] = None
+        for _, key in self.required.get(mod, ()):
+            req = self.facts.scaler_required[key]
+            if key != own and name in req:
+                found = tuple(req[name])  # type: ignore[assignment]  # the last module of that name wins
+        return found
+
+    def methods(self, q: str, own: str) -> Dict[str, Required]:
+        hits: List[Tuple[int, str]] = []
+        at = q.find(".")
+        while at >= 0:
+            hits.extend((pos, key) for pos, key in self.required.get(q[:at], ()) if key != own)
+            at = q.find(".", at + 1)
+        out: Dict[str, Required] = {}
+        for _, key in sorted(hits):
+            mod = key.rpartition("::")[2]
+            for name, value in self.facts.scaler_required[key].items():
+                c, _, meth = name.rpartition(".")
+                if c and f"{mod}.{c}" == q:
+                    out[meth] = tuple(value)  # type: ignore[assignment]
+        return out
 
 
 def _binds(node: cst.CSTNode, name: str) -> bool:
@@ -189,7 +257,7 @@ class MissingScalerArgumentLint(Codemod):
         published = mod.published()
         if published and ctx.module_name:
             ctx.exported.scaler_required.setdefault(mod.key, {}).update(published)
-        if not (published or mod.far_funcs or mod.far_methods):
+        if not (published or mod.far.any_besides(mod.key)):
             return wrapper.module
         for call in mod.index.calls:
             hit = mod.target(call)

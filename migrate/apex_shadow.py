@@ -223,7 +223,7 @@ def cache_marker(path: str, module_name: str) -> str:
     return "".join(marks)
 
 
-@functools.lru_cache(maxsize=4096)  # every file of a folder asks the same question
+@functools.lru_cache(maxsize=None)  # every file of a folder asks the same question; emptied by forget() each run
 def _cached_local_apex_in(folder: str) -> Optional[str]:
     return local_apex_in(folder)
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from codemods.base import RepoFacts
 
@@ -38,3 +38,34 @@ def cacheable(fr: Optional[FileResult], key: Any) -> bool:
 def facts_digest(facts: RepoFacts) -> str:
     from .cache import facts_digest
     return facts_digest(facts)
+
+
+class PassMemo:
+    """One cross-module pass's answer for each file, kept in the result cache under the file's key and
+    `what:<digest of context>` (what the pass was told: the facts, the functions it looks for), so a
+    re-run over unchanged files does not parse or rewrite them again. Only the latest context of each
+    `what` is kept. An answer is used only for the bytes the key names (`data`: the bytes the pass
+    reads; a file changed since the screen is worked out afresh)."""
+
+    def __init__(self, cache: Any, keys: Sequence[Any], what: str, context: str):
+        import hashlib
+        self.cache = cache
+        self.keys = keys
+        self.what = f"{what}:{hashlib.blake2b(context.encode(), digest_size=16).hexdigest()}"
+
+    def _key(self, j: int, data: bytes) -> Any:
+        key = self.keys[j] if self.cache is not None and j < len(self.keys) else None
+        if key is None:
+            return None
+        from .cache import digest
+        return key if digest(data) == key[2] else None
+
+    def get(self, j: int, data: bytes) -> Any:
+        """The answer kept for file j (whose bytes are `data`), or None."""
+        key = self._key(j, data)
+        return None if key is None else self.cache.get(key, self.what)
+
+    def put(self, j: int, data: bytes, value: Any) -> None:
+        key = self._key(j, data)
+        if key is not None:
+            self.cache.put(key, self.what, value)

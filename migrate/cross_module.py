@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from codemods.base import RepoFacts
 
 from . import checkpoint_facts, discovery, prefilter
-from .cache_keys import cacheable, facts_digest
+from .cache_keys import PassMemo, cacheable, facts_digest
 from .fileio import SourceError, read_bytes
 from .facts_index import FactsIndex
 from .pipeline import pass_one_file, process_file
@@ -49,10 +49,11 @@ def still_valid(files: Sequence[discovery.Discovered], early: Dict[int, FileResu
 
 def keep_reexported_imports(files: Sequence[discovery.Discovered], published: Dict[int, RepoFacts],
                              data_of: Dict[int, bytes], facts: RepoFacts, ready: Dict[int, FileResult],
-                             walked: Sequence[str], pool: Any) -> None:
+                             walked: Sequence[str], pool: Any, cache: Any = None, keys: Sequence[Any] = ()) -> None:
     """The unused apex imports pass 1 removed that another file imports from their module
     (`pkg/__init__.py` re-exporting FusedAdam): recorded in `facts.reexports`, and their modules'
-    pass-1 results dropped from `ready`, so pass 2 rewrites them again and keeps those imports."""
+    pass-1 results dropped from `ready`, so pass 2 rewrites them again and keeps those imports. With
+    `cache`, each run file's importers are kept for the next run."""
     from .reexports import find_importers, scan_task
     publishers: Dict[str, Set[str]] = {}
     for i, f in published.items():
@@ -60,10 +61,32 @@ def keep_reexported_imports(files: Sequence[discovery.Discovered], published: Di
             publishers.setdefault(key, set()).add(os.path.abspath(files[i].path))
     run_files = [(d.path, data_of.get(i)) for i, d in enumerate(files) if d.kind == discovery.PYTHON]
     mapper = (lambda tasks: pool.map(scan_task, tasks, scan_task, parallel=True)) if pool.jobs > 1 else None
-    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked, mapper)
+    memo = None
+    if cache is not None:
+        context = repr((sorted((k, sorted(v)) for k, v in facts.dropped_imports.items()),
+                        sorted((k, sorted(v)) for k, v in publishers.items())))
+        memo = _ByPath(PassMemo(cache, keys, "reexports", context), files)
+    facts.reexports = find_importers(facts.dropped_imports, run_files, publishers, walked, mapper, memo)
     for i, f in published.items():
         if any(key in facts.reexports for key in f.dropped_imports):
             ready.pop(i, None)
+
+
+class _ByPath:
+    """A PassMemo of the run's files, asked by path (files outside the run are not kept)."""
+
+    def __init__(self, memo: PassMemo, files: Sequence[discovery.Discovered]):
+        self.memo = memo
+        self.index = {d.path: i for i, d in enumerate(files)}
+
+    def get(self, path: str, data: bytes) -> Any:
+        i = self.index.get(path)
+        return None if i is None else self.memo.get(i, data)
+
+    def put(self, path: str, data: bytes, value: Any) -> None:
+        i = self.index.get(path)
+        if i is not None:
+            self.memo.put(i, data, value)
 
 
 def refuse_bf16_regions_off_the_switch(files: Sequence[discovery.Discovered], indexed: Sequence[int],
@@ -97,8 +120,10 @@ def refuse_bf16_regions_off_the_switch(files: Sequence[discovery.Discovered], in
 
 def hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                        pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: Dict[int, bytes],
-                       config: RunConfig, prior: Dict[int, RepoFacts]) -> None:
-    """Backward helpers whose callers would keep their amp code keep theirs (migrate/helper_groups.py)."""
+                       config: RunConfig, prior: Dict[int, RepoFacts], cache: Any = None,
+                       keys: Sequence[Any] = ()) -> None:
+    """Backward helpers whose callers would keep their amp code keep theirs (migrate/helper_groups.py).
+    With `cache`, whether a caller keeps its amp code is kept per file and facts for the next run."""
 
     def rerun(i: int, told: RepoFacts) -> Tuple[RepoFacts, Optional[FileResult]]:
         if i in prior:  # what an earlier cross-module pass told this file still holds
@@ -106,21 +131,36 @@ def hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[i
         prior[i] = told
         return pass_one_file(files[i], config, told)
 
-    from .helper_groups import hold_back
+    from .helper_groups import hold_back, keeps_amp
 
     bytes_of = _bytes_reader(files, data_of)
+    memos: Dict[int, Tuple[RepoFacts, PassMemo]] = {}
+
+    def keeps(j: int, facts: RepoFacts) -> bool:
+        if cache is None:
+            return keeps_amp(process_file(files[j], dataclasses.replace(config, write=False), facts))
+        if id(facts) not in memos:
+            memos[id(facts)] = (facts, PassMemo(cache, keys, "keeps_amp", facts_digest(facts)))
+        memo, data = memos[id(facts)][1], bytes_of(j)
+        kept = memo.get(j, data) if data is not None else None
+        if kept is None:
+            kept = keeps_amp(process_file(files[j], dataclasses.replace(config, write=False), facts))
+            if data is not None:
+                memo.put(j, data, kept)
+        return bool(kept)
+
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
-    hold_back(files, indexed, pass_one, bytes_of, python,
-              lambda j, facts: process_file(files[j], dataclasses.replace(config, write=False), facts),
-              rerun)
+    hold_back(files, indexed, pass_one, bytes_of, python, keeps, rerun)
 
 
 def refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],
                                  pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]],
-                                 data_of: Dict[int, bytes], config: RunConfig, facts: RepoFacts) -> Dict[int, RepoFacts]:
+                                 data_of: Dict[int, bytes], config: RunConfig, facts: RepoFacts,
+                                 cache: Any = None, keys: Sequence[Any] = ()) -> Dict[int, RepoFacts]:
     """Pass 1 again, in this process, for the files whose methods got a scaler parameter that another
     file references, or whose module-level functions did and another file uses as a value
-    (`migrate.method_refs`): told so, their amp migration refuses instead."""
+    (`migrate.method_refs`): told so, their amp migration refuses instead. With `cache`, each file's
+    value uses are kept for the next run."""
     published = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_methods}
     exporting = {i: pass_one[i][0] for i in indexed if pass_one[i][0].scaler_functions}
     if not published and not exporting:
@@ -133,7 +173,12 @@ def refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: 
     told: Dict[int, RepoFacts] = {}
     for i, found in foreign_refs(published, python, bytes_of).items():
         told.setdefault(i, RepoFacts()).foreign_method_refs.update(found)
-    for i, found in foreign_value_refs(exporting, python, bytes_of, lambda j: files[j].path).items():
+    value_memo = None
+    if cache is not None and exporting:
+        from .held_callers import Exporters
+        value_memo = PassMemo(cache, keys, "value_refs",
+                              Exporters.of_scaler_functions(exporting, lambda j: files[j].path).context())
+    for i, found in foreign_value_refs(exporting, python, bytes_of, lambda j: files[j].path, value_memo).items():
         told.setdefault(i, RepoFacts()).foreign_value_refs.update(found)
     for i, t in told.items():
         pass_one[i] = pass_one_file(files[i], config, t)
@@ -168,7 +213,7 @@ def refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequence
 
     bytes_of = _bytes_reader(files, data_of)
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
-    for _ in range(len(indexed)):
+    for round_ in range(len(indexed)):
         run_facts = RepoFacts()
         for i in indexed:
             run_facts.merge(pass_one[i][0])
@@ -194,8 +239,13 @@ def refuse_held_callers(files: Sequence[discovery.Discovered], indexed: Sequence
                 texts[j] = fr.new_text if fr is not None and fr.changed else None
             return texts[j]
 
+        memo = None
+        if cache is not None:
+            from .held_callers import Exporters
+            context = Exporters.of_scaler_functions(exporting, lambda j: files[j].path).context()
+            memo = PassMemo(cache, keys, f"held_calls{round_}", f"{digest_now} {context}")
         again = []
-        for i, by_key in held_calls(exporting, python, lambda j: files[j].path, bytes_of, rewritten).items():
+        for i, by_key in held_calls(exporting, python, lambda j: files[j].path, bytes_of, rewritten, memo).items():
             t = told.setdefault(i, RepoFacts())
             for key, refs in by_key.items():
                 known = t.held_callers.setdefault(key, [])

@@ -247,7 +247,7 @@ def forget_packages() -> None:
     _package_of.cache_clear()
 
 
-@functools.lru_cache(maxsize=4096)  # every file of a folder asks the same question
+@functools.lru_cache(maxsize=None)  # every file of a folder asks the same question; emptied each run (forget_packages)
 def _package_of(folder: str) -> Tuple[str, ...]:
     """The package names `folder` lies in, outermost first (empty when it holds no __init__.py)."""
     if not os.path.exists(os.path.join(folder, "__init__.py")):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -66,10 +67,21 @@ def _pass_one_task(task: Tuple[discovery.Discovered, RunConfig]) -> Tuple[RepoFa
         return RepoFacts(), None
 
 
-def _process_task(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> FileResult:
+_FACTS: List[Tuple[bytes, RepoFacts]] = []  # the facts of the latest pass-2 task (their pickle, them)
+
+
+def _facts_of(shared: bytes) -> RepoFacts:
+    """The pass-2 facts a task carries pickled: unpickled once per worker (every task of a run carries the
+    same bytes), so the files of a worker share one facts object, as those of an in-process run do."""
+    if not _FACTS or _FACTS[0][0] != shared:
+        _FACTS[:] = [(shared, pickle.loads(shared))]
+    return _FACTS[0][1]
+
+
+def _process_task(task: Tuple[discovery.Discovered, RunConfig, bytes]) -> FileResult:
     d = task[0]
     try:
-        return slim(process_file(*task))
+        return slim(process_file(d, task[1], _facts_of(task[2])))
     except BaseException as e:  # noqa: B036
         guard(e)
         return FileResult(d.path, d.kind, error=f"internal error: {type(e).__name__}: {e}")
@@ -79,7 +91,7 @@ def _pass_one_crashed(task: Tuple[discovery.Discovered, RunConfig]) -> Tuple[Rep
     return RepoFacts(), None  # pass 2 tries the file again and reports it
 
 
-def _process_crashed(task: Tuple[discovery.Discovered, RunConfig, RepoFacts]) -> FileResult:
+def _process_crashed(task: Tuple[discovery.Discovered, RunConfig, bytes]) -> FileResult:
     d = task[0]
     return FileResult(d.path, d.kind, error="internal error: the worker process crashed on this file; "
                                             "file left unchanged")
@@ -142,10 +154,10 @@ def _run(paths: Sequence[str], config: RunConfig,
             pass_one[i] = res
             if cache and cacheable(res[1], keys[i]):
                 cache.put(keys[i], "pass1", res)
-        told = cross_module.refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts)
+        told = cross_module.refuse_foreign_method_calls(files, indexed, pass_one, kept, config, facts, cache, keys)
         cross_module.refuse_bf16_regions_off_the_switch(files, indexed, pass_one, kept, config, facts, told)
         cross_module.refuse_helpers_of_unmigrated(files, indexed, pass_one, kept, config, facts, told)
-        cross_module.hold_back_helpers(files, indexed, pass_one, kept, config, told)
+        cross_module.hold_back_helpers(files, indexed, pass_one, kept, config, told, cache, keys)
         simulated = cross_module.refuse_held_callers(files, indexed, pass_one, kept, config, facts, told, cache, keys)
         for i in indexed:
             f, fr = pass_one[i]
@@ -177,7 +189,8 @@ def _run(paths: Sequence[str], config: RunConfig,
             ready = cross_module.still_valid(files, ready, published, facts, kept, index)
         if facts.dropped_imports:
             # folders the run walked whole need no second walk (excluded files may still import)
-            cross_module.keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths, pool)
+            cross_module.keep_reexported_imports(files, published, kept, facts, ready, [] if config.excludes else paths,
+                                                 pool, cache, keys)
         pass_two = "pass2:" + facts_digest(facts) if cache else ""
         if simulated:
             final = facts_digest(facts)
@@ -192,7 +205,8 @@ def _run(paths: Sequence[str], config: RunConfig,
         todo = [i for i, (step, _) in enumerate(screened) if step != _SKIP and i not in ready]
         # the workers write nothing: every write happens below, in groups (migrate/write_groups.py)
         no_write = replace(config, write=False) if config.write else config
-        processed = pool.map(_process_task, [(files[i], no_write, facts) for i in todo], _process_crashed,
+        shared = pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL) if todo else b""  # once, not once per task
+        processed = pool.map(_process_task, [(files[i], no_write, shared) for i in todo], _process_crashed,
                              weight=_file_weight, batch_under=LIGHT_FILE)
         to_write: List[Tuple[int, discovery.Discovered, FileResult]] = []
         progress.stage(on_result, "pass 2", len(files))
@@ -211,6 +225,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             result.files.append(fr)
             if on_result:
                 on_result(fr)
+    _FACTS.clear()  # an in-process pass 2 kept them
     if cache:
         cache.save()
     if to_write:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from codemods.base import RepoFacts
 from codemods.records import module_root
@@ -26,31 +26,52 @@ Calls = Dict[int, Dict[str, List[str]]]  # helper file -> facts key -> ["name pa
 
 
 def held_calls(exporting: Dict[int, RepoFacts], python_files: Sequence[int], path_of: Callable[[int], str],
-               bytes_of: Callable[[int], Optional[bytes]], rewritten: Callable[[int], Optional[str]]) -> Calls:
+               bytes_of: Callable[[int], Optional[bytes]], rewritten: Callable[[int], Optional[str]],
+               memo: Any = None) -> Calls:
     """The calls of the functions each file of `exporting` gave a scaler parameter in pass 1 that
     would still not pass it after the run: found in a caller's bytes, and still there in its text as
     pass 2 would write it (`rewritten`: None when pass 2 leaves the file as it is).
 
     Each file is read and parsed once, and matched only against the helpers its imports may reach
-    (`Exporters.reached`), so the cost grows with the files and the helpers, not their product."""
+    (`Exporters.reached`), so the cost grows with the files and the helpers, not their product.
+    `memo` (a `cache_keys.PassMemo` whose context names `rewritten`'s facts and `exporters.context()`)
+    keeps each file's answer for a re-run over unchanged files."""
     exporters = Exporters.of_scaler_functions(exporting, path_of)
     hits: Dict[int, List[str]] = {}
-    for j, present, tree, importer in exporters.candidates(python_files, bytes_of, path_of):
-        after: Optional[ast.AST] = None
-        for e in exporters.reached(tree, importer, with_names=False):
-            i, key, names, module, param = exporters.entries[e]
-            if i == j or not any(n.encode() in present for n in names):
-                continue
-            resolver = importer.toward(path_of(i))
-            if not _calls_in(tree, module, names, param, resolver):
-                continue
-            if after is None:
-                text = rewritten(j)
-                after = tree if text is None else (_parse(text.encode("utf-8")) or ast.Module(body=[], type_ignores=[]))
-            lines = _calls_in(after, module, names, param, resolver)
-            where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
-            hits.setdefault(e, []).extend(f"{name} {where}:{line}" for name, line in lines)
+    for j, data, present in exporters.matching(python_files, bytes_of):
+        found = exporters.recall(memo, j, data, path_of(j))
+        if found is None:
+            found = []
+            tree = parse_or_none(data)
+            importer = ImportResolver(path_of(j))
+            if tree is not None:
+                found = _held_in(exporters, j, present, tree, importer, path_of, rewritten)
+            if memo is not None:
+                memo.put(j, data, (found, importer.lookups()))
+        for e, lines in found:
+            hits.setdefault(e, []).extend(lines)
     return exporters.by_file(hits)
+
+
+def _held_in(exporters: "Exporters", j: int, present: Set[bytes], tree: ast.AST, importer: "ImportResolver",
+             path_of: Callable[[int], str], rewritten: Callable[[int], Optional[str]]) -> List[Tuple[int, List[str]]]:
+    """`held_calls` of one caller: (entry, its calls in file j that still lack the parameter)."""
+    out: List[Tuple[int, List[str]]] = []
+    after: Optional[ast.AST] = None
+    for e in exporters.reached(tree, importer, with_names=False):
+        i, key, names, module, param = exporters.entries[e]
+        if i == j or not any(n.encode() in present for n in names):
+            continue
+        resolver = importer.toward(path_of(i))
+        if not _calls_in(tree, module, names, param, resolver):
+            continue
+        if after is None:
+            text = rewritten(j)
+            after = tree if text is None else (parse_or_none(text.encode("utf-8")) or ast.Module(body=[], type_ignores=[]))
+        lines = _calls_in(after, module, names, param, resolver)
+        where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+        out.append((e, [f"{name} {where}:{line}" for name, line in lines]))
+    return out
 
 
 class Exporters:
@@ -64,6 +85,7 @@ class Exporters:
         self._by_name: Dict[str, List[int]] = {}
         self._names: Set[bytes] = set()
         self._search: Optional[NameSearch] = None
+        self.paths: Dict[int, str] = {}  # file -> its path
 
     @classmethod
     def of_scaler_functions(cls, published: Dict[int, RepoFacts], path_of: Callable[[int], str]) -> "Exporters":
@@ -75,19 +97,32 @@ class Exporters:
                     exporters.add(i, key, names, path_of(i), facts.scaler_params.get(key, "scaler"))
         return exporters
 
-    def candidates(self, python_files: Sequence[int], bytes_of: Callable[[int], Optional[bytes]],
-                   path_of: Callable[[int], str]) -> Iterator[Tuple[int, Set[bytes], ast.AST, "ImportResolver"]]:
-        """(file, exported names its bytes hold, its tree, its importer) for each file that holds one and parses."""
+    def matching(self, python_files: Sequence[int], bytes_of: Callable[[int], Optional[bytes]]
+                 ) -> Iterator[Tuple[int, bytes, Set[bytes]]]:
+        """(file, its bytes, the exported names they hold) for each file that holds one."""
         for j in python_files:
             data = bytes_of(j)
             if not data:
                 continue
             present = self.search.present(data)
-            if not present:
-                continue
-            tree = _parse(data)
-            if tree is not None:
-                yield j, present, tree, ImportResolver(path_of(j))
+            if present:
+                yield j, data, present
+
+    def context(self) -> str:
+        """What the answers about a file depend on besides the file: the entries, in order, and their files."""
+        return repr([(key, list(names), module, param, os.path.abspath(self.paths[i]))
+                     for i, key, names, module, param in self.entries])
+
+    def recall(self, memo: Any, j: int, data: bytes, path: str) -> Any:
+        """File j's answer kept in `memo`, while the imports it looked up still find the same files."""
+        kept = memo.get(j, data) if memo is not None else None
+        if kept is None:
+            return None
+        found, lookups = kept
+        again = ImportResolver(path)
+        if any(again.found(module, level) != files for (module, level), files in lookups):
+            return None
+        return found
 
     def by_file(self, hits: Dict[int, List[str]]) -> Dict[int, Dict[str, List[str]]]:
         """Entry -> found uses, regrouped as exporting file -> facts key -> uses (entries with none left out)."""
@@ -99,6 +134,7 @@ class Exporters:
 
     def add(self, i: int, key: str, names: Sequence[str], path: str, param: str = "") -> None:
         e = len(self.entries)
+        self.paths[i] = path
         module = key.rpartition("::")[2].rpartition(".")[2]
         self.entries.append((i, key, names, module, param))
         self._by_module.setdefault(module, []).append(e)
@@ -185,12 +221,16 @@ class ImportResolver:
             self._found[(module, level)] = hit
         return hit
 
+    def lookups(self) -> List[Tuple[Tuple[str, int], List[str]]]:
+        """Every import this importer (and its `toward` copies) looked up, with the files found."""
+        return sorted(self._found.items())
+
     def reaches(self, module: str, level: int = 0) -> bool:
         found = self.found(module, level)
         return not found or self.target in found
 
 
-def _parse(data: bytes) -> Optional[ast.AST]:
+def parse_or_none(data: bytes) -> Optional[ast.AST]:
     try:
         return ast.parse(data)
     except (SyntaxError, ValueError):
@@ -202,7 +242,7 @@ def _calls_without(data: bytes, module: str, names: Sequence[str], param: str,
     """(name, line) of each call of one of `names`, imported from a module whose last name is `module`
     (by name, or as `mod.name(...)`) that `resolver` says may be the helper's file, that neither passes
     `param=` nor has `*args` / `**kwargs`."""
-    tree = _parse(data)
+    tree = parse_or_none(data)
     return [] if tree is None else _calls_in(tree, module, names, param, resolver)
 
 

@@ -23,6 +23,11 @@ def _module_of(key: str) -> str:
     return key.rpartition("::")[2].rpartition(".")[2]
 
 
+def keeps_amp(fr: Any) -> bool:
+    """Whether a caller's rewrite (a FileResult, None when it has none) keeps its amp code."""
+    return bool(fr is None or fr.error or any(f.code in KEPT_AMP and not f.fixed for f in fr.findings))
+
+
 def _calls(data: bytes, mod: str, fn: str) -> bool:
     """Whether `data` may call helper `fn` of a module whose last name is `mod` (of its key
     `root::pkg.mod`): `fn(` not after a dot, or `mod.fn(`; a method of the same name
@@ -35,8 +40,10 @@ def _calls(data: bytes, mod: str, fn: str) -> bool:
 
 def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, Any],
               bytes_of: Callable[[int], Optional[bytes]], python: Sequence[int],
-              rewrite: Callable[[int, RepoFacts], Any], rerun: Callable[[int, RepoFacts], Any]) -> None:
-    """Re-run pass 1 of the helper modules whose callers would not migrate (see the module docstring)."""
+              keeps: Callable[[int, RepoFacts], bool], rerun: Callable[[int, RepoFacts], Any]) -> None:
+    """Re-run pass 1 of the helper modules whose callers would not migrate (see the module docstring);
+    `keeps(j, facts)`: whether file j, rewritten as pass 2 would with `facts`, keeps its amp code
+    (`keeps_amp` of the rewrite)."""
     helpers: Dict[int, Dict[str, List[str]]] = {}
     for i in indexed:
         f = pass_one[i][0]
@@ -67,8 +74,7 @@ def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, 
         matched = {s for fn in search.present(data) for s in spellings[fn.decode()] if _calls(data, *s)}
         if not matched:
             continue
-        fr = rewrite(j, facts)
-        kept = fr is None or fr.error or any(f.code in KEPT_AMP and not f.fixed for f in fr.findings)
+        kept = keeps(j, facts)
         called_by |= matched
         if kept:
             held_by |= matched

@@ -13,11 +13,11 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from codemods.base import RepoFacts
 
-from .held_callers import Exporters, ImportResolver
+from .held_callers import Exporters, ImportResolver, parse_or_none
 
 
 def foreign_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
@@ -85,8 +85,8 @@ def _foreign_refs_by_key(published: Dict[int, RepoFacts], python_files: Sequence
 
 
 def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
-                       bytes_of: Callable[[int], Optional[bytes]], path_of: Callable[[int], str]
-                       ) -> Dict[int, Dict[str, List[str]]]:
+                       bytes_of: Callable[[int], Optional[bytes]], path_of: Callable[[int], str],
+                       memo: Any = None) -> Dict[int, Dict[str, List[str]]]:
     """File index -> {facts key: "name path:line" for each module-level function it published in
     `scaler_functions` that another of `python_files` uses as a value}: imported by name from a module
     of that last name and read other than as a call's callee (`Engine(train_step)`, `partial(train_step,
@@ -94,24 +94,44 @@ def foreign_value_refs(published: Dict[int, RepoFacts], python_files: Sequence[i
     receiver but `self` / `cls`. Such a function keeps its signature (RepoFacts.foreign_value_refs).
 
     Each file is read and parsed once, and looked at only for the functions it may import (by
-    `from M import`, `held_callers.Exporters`) or reads as `.name` values."""
+    `from M import`, `held_callers.Exporters`) or reads as `.name` values. `memo` (a
+    `cache_keys.PassMemo` whose context is `exporters.context()`) keeps each file's answer for a
+    re-run over unchanged files."""
     exporters = Exporters.of_scaler_functions(published, path_of)
     hits: Dict[int, List[str]] = {}
-    for j, present, tree, importer in exporters.candidates(python_files, bytes_of, path_of):
-        reached = set(exporters.reached(tree, importer, with_names=True))
-        callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and id(node) not in callees \
-                    and not _own_attribute(node):
-                reached.update(exporters.named(node.attr))
-        for e in sorted(reached):
-            i, key, names, module, _ = exporters.entries[e]
-            if i == j or not any(n.encode() in present for n in names):
-                continue
-            where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
-            for name, line in _value_uses(tree, module, names, importer.toward(path_of(i))):
-                hits.setdefault(e, []).append(f"{name} {where}:{line}")
+    for j, data, present in exporters.matching(python_files, bytes_of):
+        found = exporters.recall(memo, j, data, path_of(j))
+        if found is None:
+            found = []
+            tree = parse_or_none(data)
+            importer = ImportResolver(path_of(j))
+            if tree is not None:
+                found = _value_refs_in(exporters, j, present, tree, importer, path_of)
+            if memo is not None:
+                memo.put(j, data, (found, importer.lookups()))
+        for e, uses in found:
+            hits.setdefault(e, []).extend(uses)
     return exporters.by_file(hits)
+
+
+def _value_refs_in(exporters: Exporters, j: int, present: Set[bytes], tree: ast.AST, importer: ImportResolver,
+                   path_of: Callable[[int], str]) -> List[Tuple[int, List[str]]]:
+    """`foreign_value_refs` of one file: (entry, its value uses in file j)."""
+    reached = set(exporters.reached(tree, importer, with_names=True))
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and id(node) not in callees \
+                and not _own_attribute(node):
+            reached.update(exporters.named(node.attr))
+    out: List[Tuple[int, List[str]]] = []
+    for e in sorted(reached):
+        i, key, names, module, _ = exporters.entries[e]
+        if i == j or not any(n.encode() in present for n in names):
+            continue
+        where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+        out.append((e, [f"{name} {where}:{line}" for name, line in
+                        _value_uses(tree, module, names, importer.toward(path_of(i)))]))
+    return out
 
 
 def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "ImportResolver") -> List[Tuple[str, int]]:

@@ -14,6 +14,7 @@ from typing import Dict, FrozenSet, Iterable, Set, Tuple
 _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 _WORD = re.compile(rb"[A-Za-z0-9_\x80-\xff]+\Z")
 _CACHED_RUN = 64  # longer runs (blobs) are searched name by name, and not kept
+_FEW = 8  # this many names or fewer are searched for one by one
 
 
 class NameSearch:
@@ -25,6 +26,7 @@ class NameSearch:
         self._others: Tuple[bytes, ...] = tuple(n for n in names if n not in self._words)
         self._lengths: Tuple[int, ...] = tuple(sorted({len(n) for n in self._words}))
         self._runs: Dict[bytes, FrozenSet[bytes]] = {}
+        self._empty: Set[bytes] = set()  # runs known to hold no name (most of them): set off in one step
 
     def _in_run(self, run: bytes) -> FrozenSet[bytes]:
         hit = self._runs.get(run)
@@ -35,13 +37,18 @@ class NameSearch:
             return frozenset(n for n in words if n in run)
         found = frozenset(run[i:i + n] for n in self._lengths if n <= size
                           for i in range(size - n + 1) if run[i:i + n] in words)
-        self._runs[run] = found
+        if found:
+            self._runs[run] = found
+        else:
+            self._empty.add(run)
         return found
 
     def present(self, data: bytes) -> Set[bytes]:
         """The names that occur in `data` (as `name in data` says)."""
         out: Set[bytes] = {n for n in self._others if n in data}
-        if self._words:
-            for run in set(_RUN.findall(data)):
+        if len(self._words) <= _FEW:  # a few searches of the bytes beat splitting them into runs
+            out.update(n for n in self._words if n in data)
+        elif self._words:
+            for run in set(_RUN.findall(data)) - self._empty:
                 out.update(self._in_run(run))
         return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import discovery
 from .fileio import SourceError, read_bytes
@@ -113,14 +113,16 @@ def split_key(key: str) -> Tuple[str, str]:
 def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str, Optional[bytes]]],
                    publishers: Dict[str, Set[str]], walked: Sequence[str] = (),
                    mapper: Optional[Callable[[List[Tuple[List[str], Dict[str, List[str]], Dict[str, Set[str]]]]],
-                                             Iterable[List[Tuple[str, str, str]]]]] = None
-                   ) -> Dict[str, Dict[str, str]]:
+                                             Iterable[List[Tuple[str, str, str]]]]] = None,
+                   memo: Any = None) -> Dict[str, Dict[str, str]]:
     """module key -> name -> a file importing that name from that module, for the names pass 1
     `dropped`. `run_files`: (path, bytes or None to read) of the run's Python files; `publishers`:
     module key -> the paths of that module's own files (not counted as importers); `walked`: the
     folders the run walked whole. Files under a module's import root that the run did not see are
     read too (a partial run, such as pre-commit's). Each file's import statements are read once.
-    `mapper`: runs `scan_task` over chunks of paths to read (in worker processes), results in order."""
+    `mapper`: runs `scan_task` over chunks of paths to read (in worker processes), results in order.
+    `memo`: keeps each file's importers for a re-run (`get(path, data)` / `put(path, data, value)`,
+    for `dropped` and `publishers` as they are now)."""
     targets = _targets(dropped)
     if not targets:
         return {}
@@ -136,7 +138,7 @@ def find_importers(dropped: Dict[str, List[str]], run_files: Sequence[Tuple[str,
         for found in mapper([(chunk, dropped, publishers) for chunk in chunks]):
             hits.extend(found)
         files = [(p, data) for p, data in files if data is not None]
-    hits.extend(_scan(files, dropped, publishers))
+    hits.extend(_scan(files, dropped, publishers, memo))
     out: Dict[str, Dict[str, str]] = {}
     for key, name, path in sorted(hits, key=lambda h: (h[0], h[1])):
         out.setdefault(key, {}).setdefault(name, path)
@@ -163,8 +165,9 @@ def _targets(dropped: Dict[str, List[str]]) -> Dict[str, List[str]]:
 
 
 def _scan(files: Iterable[Tuple[str, Optional[bytes]]], dropped: Dict[str, List[str]],
-          publishers: Dict[str, Set[str]]) -> List[Tuple[str, str, str]]:
-    """(key, name, importer path) for each dropped name a file imports from its module."""
+          publishers: Dict[str, Set[str]], memo: Any = None) -> List[Tuple[str, str, str]]:
+    """(key, name, importer path) for each dropped name a file imports from its module (`memo`: as
+    `find_importers`'s, kept for the files that may import one)."""
     from codemods.base import module_root  # here: runs that drop no apex import do not import codemods
     targets = _targets(dropped)
     # an importer spells the module's last name (`from pkg.modeling import`, `from .modeling import`),
@@ -180,18 +183,33 @@ def _scan(files: Iterable[Tuple[str, Optional[bytes]]], dropped: Dict[str, List[
                 continue
         if b"import" not in data or not (_spells_a_tail(data, tails) or (packages and b"from ." in data)):
             continue
-        found = _imports(path, data, set(targets))
-        if not found:
+        kept = memo.get(path, data) if memo is not None else None
+        if kept is not None and kept[0] == packages:
+            hits.extend(kept[1])
             continue
-        root = module_root(path, discovery.module_name_for(path)[0])
-        for module, keys in targets.items():
-            if module not in found:
+        mine = _importers_in(path, data, targets, dropped, publishers, module_root)
+        if memo is not None:
+            memo.put(path, data, (packages, mine))
+        hits.extend(mine)
+    return hits
+
+
+def _importers_in(path: str, data: bytes, targets: Dict[str, List[str]], dropped: Dict[str, List[str]],
+                  publishers: Dict[str, Set[str]], module_root: Callable[[str, str], str]) -> List[Tuple[str, str, str]]:
+    """`_scan` of one file that may import a target."""
+    hits: List[Tuple[str, str, str]] = []
+    found = _imports(path, data, set(targets))
+    if not found:
+        return hits
+    root = module_root(path, discovery.module_name_for(path)[0])
+    for module, keys in targets.items():
+        if module not in found:
+            continue
+        for key in keys:
+            key_root = split_key(key)[0]
+            if (key_root and root and key_root != root) or os.path.abspath(path) in publishers.get(key, set()):
                 continue
-            for key in keys:
-                key_root = split_key(key)[0]
-                if (key_root and root and key_root != root) or os.path.abspath(path) in publishers.get(key, set()):
-                    continue
-                hits.extend((key, name, path) for name in sorted(found[module](set(dropped[key]))))
+            hits.extend((key, name, path) for name in sorted(found[module](set(dropped[key]))))
     return hits
 
 
