@@ -154,19 +154,26 @@ class ClipPlanning(AmpPlanState):
         moved = replacement if replacement is not None else stmt
         removed = [target_stmt]
         pair = accum_clip.branch_pair(stmt, self.parent) if mp_opt is not None and replacement is None else None
-        if pair is not None and _differs_only_in(stmt, pair[1], params.value):
-            # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`:
-            # both clips go, the plain one runs at the boundary
-            target_stmt, moved, removed = pair[0], pair[1], [stmt, pair[1]]
-        elif replacement is None and mp_opt is not None:
-            gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
-            if len(clip.args) == 1:
-                gen = gen.with_changes(lpar=[], rpar=[])
-            moved = stmt.deep_replace(params.value, gen)
+        if pair is not None and _differs_only_in(pair[1], pair[2], params.value):
+            # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`,
+            # each clip alone or under the same guard (`if max_norm > 0:`): both go, the plain one runs at
+            # the boundary
+            target_stmt, moved, removed = pair[0], pair[2], [pair[1], pair[2]]
+        elif replacement is None:
+            # the clip with its guard (`if max_norm > 0: clip(...)`): the guard moves with it
+            unit = accum_clip.guard_unit(stmt, self.parent)
+            moved = unit
+            if mp_opt is not None:
+                gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
+                if len(clip.args) == 1:
+                    gen = gen.with_changes(lpar=[], rpar=[])
+                moved = unit.deep_replace(params.value, gen)
+            target_stmt, removed = unit, [unit]
         if accum_clip.boundary_of(target_stmt, moved, step[1], self.parent, self.block_of) is None:
             return False
-        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt)):
+        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt, len(removed) > 1)):
             self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
+            collapsed.extend(removed)  # the other branch's clip is part of this fix: no finding of its own
             return True
         unscaled.add((id(func), norm_code(parse_expr(opt)), id(step[1])))
         collapsed.extend(removed)
