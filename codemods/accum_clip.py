@@ -22,10 +22,13 @@ Parent = Callable[[cst.CSTNode], Optional[cst.CSTNode]]
 BlockOf = Callable[[cst.CSTNode], Tuple[Optional[cst.CSTNode], int]]
 
 
-def change_message(opt: str) -> str:
-    """What the move changes numerically (the unsafe fix's finding)."""
+def change_message(opt: str, both_branches: bool = False) -> str:
+    """What the move changes numerically (the unsafe fix's finding); `both_branches`: the clips of the fp16
+    and the fp32 branch become one, on the fp32 branch's parameters."""
+    what = ("the clips of both branches (one clip on the fp32 branch's parameters)" if both_branches
+            else "the clip")
     return (f"clip runs on every micro-batch but `{opt}.step()` only at the accumulation boundary: the fix moves "
-            f"the clip to the boundary after `scaler.unscale_({opt})`, so it sees the whole accumulated gradient "
+            f"{what} to the boundary after `scaler.unscale_({opt})`, so it sees the whole accumulated gradient "
             "once per step instead of clipping the partial sums after every micro-batch (apex unscaled on every "
             "`scale_loss` exit); the result differs whenever a partial sum's norm exceeds max_norm")
 
@@ -62,25 +65,50 @@ def _reads_grads(stmt: cst.CSTNode) -> bool:
                for n in iter_nodes(stmt))
 
 
-def branch_pair(clip_stmt: cst.CSTNode, parent: Parent) -> Optional[Tuple[cst.If, cst.BaseStatement]]:
-    """(the `if`, the else branch's last statement) when `clip_stmt` ends the body of an `if` whose `else`
-    also ends in a statement, both branches holding more (the backward) than that last statement."""
-    body = parent(clip_stmt)
+def guard_unit(clip_stmt: cst.CSTNode, parent: Parent) -> cst.CSTNode:
+    """`clip_stmt`, or the `if G:` (no `else`, no call in `G`) whose only statement it is (`if max_norm > 0:
+    clip(...)`), outward: the statement that runs the clip and nothing else."""
+    unit = clip_stmt
+    while True:
+        body = parent(unit)
+        owner = parent(body) if isinstance(body, cst.IndentedBlock) else None
+        if not (isinstance(owner, cst.If) and owner.body is body and len(body.body) == 1 and owner.orelse is None
+                and not any(isinstance(n, (cst.Call, cst.NamedExpr, cst.Await, cst.Yield))
+                            for n in iter_nodes(owner.test))):
+            return unit
+        unit = owner
+
+
+def _moveable(stmt: cst.CSTNode) -> bool:
+    """A lone call, or `if G: <moveable>` with no `else` and no call in `G` (the clip under its guard)."""
+    while isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock) and \
+            len(stmt.body.body) == 1 and not any(isinstance(n, (cst.Call, cst.NamedExpr, cst.Await, cst.Yield))
+                                                 for n in iter_nodes(stmt.test)):
+        stmt = stmt.body.body[0]
+    return _lone_call(stmt)
+
+
+def branch_pair(clip_stmt: cst.CSTNode, parent: Parent) -> Optional[Tuple[cst.If, cst.CSTNode, cst.BaseStatement]]:
+    """(the `if`, the clip's own unit, the else branch's last statement) when the clip, alone or under its
+    guard (`guard_unit`), ends the body of an `if` whose `else` also ends in such a statement, both branches
+    holding more (the backward) than that last statement."""
+    unit = guard_unit(clip_stmt, parent)
+    body = parent(unit)
     owner = parent(body) if isinstance(body, cst.IndentedBlock) else None
-    if not (isinstance(owner, cst.If) and owner.body is body and body.body[-1] is clip_stmt and len(body.body) > 1):
+    if not (isinstance(owner, cst.If) and owner.body is body and body.body[-1] is unit and len(body.body) > 1):
         return None
     other = owner.orelse
     if not (isinstance(other, cst.Else) and isinstance(other.body, cst.IndentedBlock) and len(other.body.body) > 1):
         return None
     last = other.body.body[-1]
-    return (owner, last) if _lone_call(last) else None
+    return (owner, unit, last) if _moveable(last) else None
 
 
 def boundary_of(clip_stmt: cst.CSTNode, moved: cst.CSTNode, step_stmt: cst.CSTNode, parent: Parent,
                 block_of: BlockOf) -> Optional[cst.CSTNode]:
     """The boundary statement (a later sibling of `clip_stmt` holding `step_stmt`) when the clip `moved`
     (the clip statement as it will read after migration) can run just before `step_stmt`; else None."""
-    if not _lone_call(moved):
+    if not _moveable(moved):
         return None
     block, i = block_of(clip_stmt)
     if block is None or not isinstance(parent(step_stmt), cst.IndentedBlock):

@@ -5,7 +5,7 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import accum_clip, clip_reach, unsafe_fixes
+from . import accum_clip, clip_loops, clip_reach, unsafe_fixes
 from . import amp_rules as R
 from .early_exits import may_exit_early
 from .names import arg_by, dotted_name, norm_code
@@ -58,6 +58,18 @@ class ClipPlanning(AmpPlanState):
             stmt = self.stmt_of(clip)
             func = self.func_of(clip)
             step = self._next_step(stmt, func, mp_opt)
+            per_opt = step is None and mp_opt is not None and clip_loops.indexed(self, clip, params.value) is not None
+            if per_opt:
+                # `for name in names: clip(amp.master_params(opts[name]))`: the step is `o.step()` in a loop
+                # over `[opts[k] for k in names]`, which must be shown to step the same optimizers
+                step = clip_loops.paired_step(self, clip, params.value, func)
+                if step is None:
+                    self.report(clip, R.CLIP_ELSEWHERE, f"gradients are still scaled here: `{mp_opt}` is one "
+                                "optimizer of a loop over their names, and no loop over the same optimizers "
+                                "that steps them follows in this function: `scaler.unscale_` each optimizer "
+                                "once before its clip and `scaler.step` it after, by hand")
+                    self._unsafe = "a per-optimizer clip loop whose optimizer steps are not found"
+                    continue
             opt = mp_opt or (step[3] if step else None)
             if opt is None:
                 self.report(clip, R.CLIP_ELSEWHERE, "gradients are still scaled here: call `scaler.unscale_(optimizer)` "
@@ -84,8 +96,8 @@ class ClipPlanning(AmpPlanState):
             anchor = loop if loop is not None else (step[1] if step is not None else None)
             window = self._window_child(target_stmt, anchor) if anchor is not None else None
             in_loop = loop is not None and opt is not None and window is not None and \
-                self._optimizer_loop(clip, parse_expr(opt)) is not None
-            if loop is not None and not in_loop:
+                (per_opt or self._optimizer_loop(clip, parse_expr(opt)) is not None)
+            if loop is not None and not in_loop and not (per_opt and window is None):
                 self.report(clip, R.CLIP_ELSEWHERE, f"gradients are still scaled here, and `{opt}` steps in a loop "
                                                     "over several optimizers: unscale each of them "
                                                     "(`scaler.unscale_(o)`) before this clip, by hand")
@@ -99,7 +111,8 @@ class ClipPlanning(AmpPlanState):
                     step is not None and window is not None and self._exits_before_step(window, target_stmt, step[1]):
                 gate = self._step_gate_after(target_stmt, step[1]) if window is None else None
                 if gate is not None:
-                    self.report(clip, R.CLIP_ELSEWHERE, f"`{opt}.step()` runs only under `if {gate}:` after this "
+                    self.report(clip, R.CLIP_ELSEWHERE, f"`{step[3] if per_opt else opt}.step()` runs only under "
+                                f"`if {gate}:` after this "
                                 "clip: `scaler.unscale_` before the clip, `scaler.step` and `scaler.update()` must "
                                 "run on the same path (GradScaler already skips non-finite steps: a finite-norm test "
                                 "can go; an accumulation boundary must hold the clip too)")
@@ -154,19 +167,26 @@ class ClipPlanning(AmpPlanState):
         moved = replacement if replacement is not None else stmt
         removed = [target_stmt]
         pair = accum_clip.branch_pair(stmt, self.parent) if mp_opt is not None and replacement is None else None
-        if pair is not None and _differs_only_in(stmt, pair[1], params.value):
-            # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`:
-            # both clips go, the plain one runs at the boundary
-            target_stmt, moved, removed = pair[0], pair[1], [stmt, pair[1]]
-        elif replacement is None and mp_opt is not None:
-            gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
-            if len(clip.args) == 1:
-                gen = gen.with_changes(lpar=[], rpar=[])
-            moved = stmt.deep_replace(params.value, gen)
+        if pair is not None and _differs_only_in(pair[1], pair[2], params.value):
+            # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`,
+            # each clip alone or under the same guard (`if max_norm > 0:`): both go, the plain one runs at
+            # the boundary
+            target_stmt, moved, removed = pair[0], pair[2], [pair[1], pair[2]]
+        elif replacement is None:
+            # the clip with its guard (`if max_norm > 0: clip(...)`): the guard moves with it
+            unit = accum_clip.guard_unit(stmt, self.parent)
+            moved = unit
+            if mp_opt is not None:
+                gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
+                if len(clip.args) == 1:
+                    gen = gen.with_changes(lpar=[], rpar=[])
+                moved = unit.deep_replace(params.value, gen)
+            target_stmt, removed = unit, [unit]
         if accum_clip.boundary_of(target_stmt, moved, step[1], self.parent, self.block_of) is None:
             return False
-        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt)):
+        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt, len(removed) > 1)):
             self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
+            collapsed.extend(removed)  # the other branch's clip is part of this fix: no finding of its own
             return True
         unscaled.add((id(func), norm_code(parse_expr(opt)), id(step[1])))
         collapsed.extend(removed)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from . import (amp, amp_unresolved, apex_modules, apex_parallel, checkpoint_followup, checkpoint_lint, cuda_amp,
-               fsdp2, hazards, imports, launch, launch_lines, lint_autocast_modes, manual_scaling, scaler_calls)
+from . import (amp, amp_unresolved, apex_mentions, apex_modules, apex_parallel, checkpoint_followup, checkpoint_lint,
+               cuda_amp, fsdp2, hazards, imports, launch, launch_lines, lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
 
 
@@ -25,6 +25,7 @@ def all_codemods() -> List[Codemod]:
         launch.SpawnToTorchrun(),
         launch_lines.LaunchCommandInCode(),
         imports.RemoveApexImports(),
+        apex_mentions.ApexNamedInText(),
         hazards.Fp16HazardLint(),
         lint_autocast_modes.AutocastModeLint(),
         scaler_calls.MissingScalerArgumentLint(),
