@@ -9,17 +9,17 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from . import launch_shapes
+from . import launch_facts, launch_shapes
 from .apex_parallel import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
+from .launch_facts import INIT_PG
 from .launch_notes import nproc_value
 from .launch_state import LaunchState
 from .names import arg_by, code_of, literal_string, names_read, norm_code
 
 SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
 START_PROCESSES = ("torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.start_processes")
-INIT_PG = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
 # the rules of the edits one mp.spawn conversion makes together
 SPAWN_EDIT_CODES = ("A2A401", "A2A402", "A2A403", "A2A404")
 
@@ -153,6 +153,10 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
     if fdef is None and fn_name and is_param(call, fn_name, state.parents):
         fdef = function_passed_in(state, call, fn_name)
     if fdef is None:
+        hit = None if fn_name and is_param(call, fn_name, state.parents) else launch_facts.entry_for(state, sp.fn.value)
+        if hit is not None:
+            report_spawn_of_joining_function(state, sp, line, hit)
+            return None
         where = "passed in as a parameter" if fn_name and is_param(call, fn_name, state.parents) else \
             "defined in another module or not a plain function"
         ctx.report(call, "A2A406", f"the spawned function is {where}: call it with "
@@ -162,8 +166,22 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
     reach = state.reachable(fdef)
     inits = [c for f in reach for c in state.calls_in(f) if state.table.refers_to(c.func, *INIT_PG)]
     if not inits:
-        foreign = launch_shapes.foreign_callees([c for f in reach for c in state.calls_in(f)], state.table,
-                                                set(state.funcs))
+        calls = [c for f in reach for c in state.calls_in(f)]
+        calls += launch_facts.local_class_calls(state, calls)  # `Trainer(rank)` whose __init__ calls a helper
+        joining = launch_facts.joining_callees(state, calls)
+        if joining:
+            qual, entry = joining[0]
+            ctx.report(call, "A2A413", f"{fn_name} joins the process group through {qual}, in another module "
+                       f"(its init_process_group is at {launch_facts.where(entry)}: `{entry.get('init')}`): this "
+                       "spawn and that init_process_group are one migration, which apex2amp does not write across "
+                       f"two files, so both stay. By hand: call {fn_name}(int(os.environ['LOCAL_RANK']), ...) "
+                       "where the spawn was, make that init_process_group read env:// (no init_method/rank/"
+                       "world_size, no MASTER_ADDR/PORT; torchrun's RANK / WORLD_SIZE replace them), and launch "
+                       f"with torchrun --nproc_per_node={nproc_value(state, sp, state.module, 0)} {ctx.path} ...")
+            return None
+        params_ = {p.name.value for f in reach for p in f.params.params}
+        foreign = launch_shapes.foreign_callees(calls, state.table, set(state.funcs)) + \
+            launch_facts.unresolved_callees(state, calls, params_)
         if foreign:
             ctx.report(call, "A2A413", f"{fn_name} calls {', '.join(foreign[:3])} from another module, which "
                        "may call init_process_group (this file cannot show it): if it does, call "
@@ -292,3 +310,25 @@ def class_joining(state: LaunchState, reach: List[cst.FunctionDef]) -> Optional[
             if cls is not None and any(state.table.refers_to(i.func, *INIT_PG) for i in state.calls_in(cls)):
                 return cls
     return None
+
+
+def report_spawn_of_joining_function(state: LaunchState, sp: SpawnCall, line: Optional[cst.CSTNode], hit) -> None:
+    """A2A406 for `mp.spawn(mpu.run, ...)` where pass 1 found that `mpu.run`, a function of another
+    module, joins the process group: name that init_process_group and what changes in each file."""
+    qual, entry = hit
+    fn_code = code_of(sp.fn.value)
+    gate = count_gate(state, line, sp) if line is not None else None
+    gated = ""
+    if gate is not None:
+        gated = (f" The spawn runs only when `{code_of(gate.test)}`, a test of the process count torchrun sets: "
+                 "the other branch must be one torchrun path with it (torchrun --nproc_per_node=1 for one process).")
+    state.ctx.report(sp.call, "A2A406", f"the spawned function {fn_code} is {qual}, defined in another module, "
+                     f"which joins the process group at {launch_facts.where(entry)} (`{entry.get('init')}`): this "
+                     "spawn and that init_process_group are one migration, which apex2amp does not write across "
+                     f"two files, so both stay. By hand: call {fn_code}(int(os.environ['LOCAL_RANK']), <the spawn's "
+                     "args>) where the spawn was, make that init_process_group read env:// (no init_method/rank/"
+                     "world_size; torchrun's RANK / WORLD_SIZE replace a rank and world size computed from the "
+                     "process index), and launch with torchrun "
+                     f"--nproc_per_node={nproc_value(state, sp, state.module, 0)} ...; under torchrun the function holding "
+                     "this spawn must then run once per process (a second call, such as a test phase after "
+                     "training, would call init_process_group again)." + gated)
