@@ -21,18 +21,22 @@ from .names import dotted_name, literal_number, norm_code
 
 def single_process_twin(gate: cst.If, line: cst.SimpleStatementLine, fn_name: str, params: Sequence[str],
                         elements: Sequence[cst.BaseExpression], nprocs_code: str) -> bool:
-    """Whether `gate` is `if T: <the spawn line> else: fn(0, <the spawn's args>)`: the `else` runs the
-    worker once as process 0 with the same arguments (or 1 for the process count), which is what
-    torchrun with one process does. `params`: the worker's positional parameters."""
-    if not _is_count_test(gate.test):
-        return False  # `if n > 1 and not args.debug:` also picks by a flag: not one torchrun path
-    body = gate.body.body if isinstance(gate.body, cst.IndentedBlock) else ()
-    if len(body) != 1 or body[0] is not line:
-        return False
+    """Whether `gate` is `if T: <the spawn line> else: fn(0, <the spawn's args>)` (or `if n == 1:
+    fn(0, ...) else: <the spawn line>`): the single-process branch runs the worker once as process 0
+    with the same arguments (or 1 for the process count), which is what torchrun with one process
+    does. `params`: the worker's positional parameters."""
     other = gate.orelse
     if not isinstance(other, cst.Else) or not isinstance(other.body, cst.IndentedBlock) or len(other.body.body) != 1:
         return False
-    stmt = other.body.body[0]
+    body = gate.body.body if isinstance(gate.body, cst.IndentedBlock) else ()
+    if len(body) != 1:
+        return False
+    if _is_count_test(gate.test) and body[0] is line:
+        stmt = other.body.body[0]  # `if n > 1: spawn else: fn(0, ...)`
+    elif _is_single_test(gate.test) and other.body.body[0] is line:
+        stmt = body[0]  # `if n == 1: fn(rank=0, ...) else: spawn` (stylegan2-ada's train.py)
+    else:
+        return False  # `if n > 1 and not args.debug:` also picks by a flag: not one torchrun path
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
         return False
     call = stmt.body[0].value
@@ -62,6 +66,17 @@ def _is_count_test(test: cst.BaseExpression) -> bool:
         return False
     return isinstance(op, cst.GreaterThan) and bound.value == "1" or \
         isinstance(op, cst.GreaterThanEqual) and bound.value == "2"
+
+
+def _is_single_test(test: cst.BaseExpression) -> bool:
+    """`count == 1`, `count < 2` or `count <= 1`: the test of the single-process branch."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    op, bound = test.comparisons[0].operator, test.comparisons[0].comparator
+    if not isinstance(test.left, (cst.Name, cst.Attribute, cst.Call)) or not isinstance(bound, cst.Integer):
+        return False
+    return isinstance(op, (cst.Equal, cst.LessThanEqual)) and bound.value == "1" or \
+        isinstance(op, cst.LessThan) and bound.value == "2"
 
 
 def device_count_gate(line: cst.SimpleStatementLine, parents) -> Optional[cst.If]:

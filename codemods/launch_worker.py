@@ -163,11 +163,16 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
     for w in world_main:
         if w in mapping:
             bound_in.setdefault(mapping[w], set()).add(id(fdef))
+    nprocs_attr = None
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Attribute):
         # `nprocs=args.world_size` with `args` passed on: the worker's `args.world_size` is the count
         head = (dotted_name(sp.nprocs.value) or "").split(".")[0]
         if head in mapping:
             world_worker.add(translate(norm_code(sp.nprocs.value), mapping))
+            if (dotted_name(sp.nprocs.value) or "").count(".") == 1 and outer is not line:
+                # `if opts.n == 1: fn(0, ...) else: spawn(nprocs=opts.n)`, one path now: the worker (and the
+                # test it had) reads the count from `opts`, which torchrun's count sets before the call
+                nprocs_attr = norm_code(sp.nprocs.value)
     nprocs_role = None
     world_handed: Dict[int, Set[str]] = {}
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) and sp.nprocs.value.value in mapping:
@@ -281,6 +286,11 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
         else:
             before.append(parse_stmt(f'{name} = int(os.environ["{nprocs_role}"])\n'))
         ctx.report(call, "A2A404", f"{name} = torchrun's {nprocs_role}", fixed=True)
+    elif nprocs_attr is not None:
+        # `nprocs=opts.n_proc`: the worker reads the count from `opts`; torchrun's count is the one that runs
+        role = attr_role(inits, translate(nprocs_attr, mapping))
+        before.append(parse_stmt(f'{nprocs_attr} = int(os.environ["{role}"])\n'))
+        ctx.report(call, "A2A404", f"{nprocs_attr} = torchrun's {role}", fixed=True)
     new_line = line.with_changes(body=[line.body[0].with_changes(value=new_call)])
     if outer is not line:
         new_line = new_line.with_changes(leading_lines=outer.leading_lines)
@@ -295,3 +305,14 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
     pre_spawn_code(state, line, scope)
     launch_note(state, line, nproc, master)
     local_index_as_rank(state, fdef, local_param, rank_worker)
+
+
+def attr_role(inits: List[cst.Call], worker_code: str) -> str:
+    """WORLD_SIZE when an init_process_group passes `worker_code` (the worker's name for the spawn's
+    process count) as its world size, else LOCAL_WORLD_SIZE (the processes of this node)."""
+    for c in inits:
+        for i, a in enumerate(c.args):
+            if (a.keyword is not None and a.keyword.value == "world_size" or a.keyword is None and i == 3) \
+                    and norm_code(a.value) == worker_code:
+                return "WORLD_SIZE"
+    return "LOCAL_WORLD_SIZE"
