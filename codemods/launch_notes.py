@@ -7,7 +7,7 @@ migrate/launch_scripts.py.
 from __future__ import annotations
 
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import libcst as cst
 
@@ -116,24 +116,29 @@ def nproc_value(state: LaunchState, sp, scope: cst.CSTNode, spawn_line: int) -> 
     return "gpu"
 
 
-def pre_spawn_code(state: LaunchState, line: cst.SimpleStatementLine, scope: cst.CSTNode) -> None:
-    """Report statements before the spawn that ran once in the parent and now run in every rank."""
-    work: List[cst.CSTNode] = []
+def statements_before(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> List[cst.BaseStatement]:
+    """The statements of `scope` that run before `line` (in its block and the blocks around it; not
+    function or class definitions, not the module's top level)."""
+    out: List[cst.BaseStatement] = []
     node: cst.CSTNode = line
     while node is not scope and node is not None:
         parent = state.parents.get(node)
-        block = parent
-        body = getattr(block, "body", None)
-        if isinstance(body, (list, tuple)) and node in body and not (block is state.module):
-            for stmt in body[:body.index(node)]:
-                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                    continue
-                calls = [c for c in state.calls_in(stmt)]
-                names = {(c.func.attr.value if isinstance(c.func, cst.Attribute) else
-                          c.func.value if isinstance(c.func, cst.Name) else "") for c in calls}
-                if names - BENIGN_CALLS - {""}:
-                    work.append(stmt)
+        body = getattr(parent, "body", None)
+        if isinstance(body, (list, tuple)) and node in body and not (parent is state.module):
+            out.extend(s for s in body[:body.index(node)] if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))
         node = parent
+    return out
+
+
+def pre_spawn_code(state: LaunchState, line: cst.SimpleStatementLine, scope: cst.CSTNode) -> None:
+    """Report statements before the spawn that ran once in the parent and now run in every rank."""
+    work: List[cst.CSTNode] = []
+    for stmt in statements_before(state, line, scope):
+        calls = [c for c in state.calls_in(stmt)]
+        names = {(c.func.attr.value if isinstance(c.func, cst.Attribute) else
+                  c.func.value if isinstance(c.func, cst.Name) else "") for c in calls}
+        if names - BENIGN_CALLS - {""}:
+            work.append(stmt)
     if work:
         work.sort(key=state.line)
         lines = ", ".join(str(state.line(w)) for w in work)
@@ -171,3 +176,17 @@ def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, m
     note = {"path": path, "command": single, "multi_node": multi}
     if note not in state.ctx.launch_notes:  # spawns in both branches of an `if` launch the same way
         state.ctx.launch_notes.append(note)
+
+
+def exclusive_mkdir(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> Optional[cst.Call]:
+    """An `os.makedirs(d)` / `os.mkdir(d)` / `path.mkdir()` before the spawn without `exist_ok=True`:
+    run once in the parent it made the run's folder; in every torchrun process at once all but the
+    first fail (FileExistsError), or each picks a folder of its own when the name counts existing runs."""
+    for stmt in statements_before(state, line, scope):
+        for c in state.calls_in(stmt):
+            name = dotted_name(c.func) or ""
+            if name in ("os.makedirs", "os.mkdir") or name.endswith(".mkdir") and name != "os.mkdir":
+                ok = next((a for a in c.args if a.keyword is not None and a.keyword.value == "exist_ok"), None)
+                if ok is None or not (isinstance(ok.value, cst.Name) and ok.value.value == "True"):
+                    return c
+    return None

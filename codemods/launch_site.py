@@ -14,7 +14,7 @@ from .apex_parallel import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
 from .launch_facts import INIT_PG
-from .launch_notes import nproc_value
+from .launch_notes import exclusive_mkdir, nproc_value
 from .launch_state import LaunchState
 from .names import arg_by, code_of, literal_string, names_read, norm_code
 
@@ -246,6 +246,15 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
             if isinstance(e, cst.Name) and i + 1 < len(params):
                 mapping[e.value] = params[i + 1]
     scope = enclosing(call, state.parents, (cst.FunctionDef,)) or state.module
+    mkdir = exclusive_mkdir(state, line, scope)
+    if mkdir is not None:
+        ctx.report(call, "A2A406", f"the code before the spawn creates a folder at line {state.line(mkdir)} "
+                   f"(`{code_of(mkdir.func)}` without exist_ok=True): it ran once, in the parent; under torchrun "
+                   "every process runs it at once, and all but the first would fail (FileExistsError) or pick "
+                   "a folder of their own. Create it once (`if int(os.environ['RANK']) == 0:` plus a "
+                   "dist.barrier() after init_process_group, or exist_ok=True on a name every rank computes "
+                   "the same), then convert the launch")
+        return None
     spawn_line = state.line(call)
     nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"
     return SpawnSite(call=call, sp=sp, line=line, outer=outer, fn_name=fn_name, fdef=fdef, reach=reach,
