@@ -13,7 +13,8 @@ import libcst as cst
 
 from .base import FIX, INFO, WARNING, rule
 from .launch_state import LaunchState
-from .names import code_of, dotted_name, literal_number, norm_code
+from .names import code_of, dotted_name, literal_number, literal_string, norm_code
+from .walk import iter_nodes
 
 BENIGN_CALLS = {
     "parse_args", "parse_known_args", "add_argument", "add_argument_group", "ArgumentParser", "warn", "seed",
@@ -145,6 +146,40 @@ def pre_spawn_code(state: LaunchState, line: cst.SimpleStatementLine, scope: cst
         state.ctx.report(work[0], "A2A405", f"code before the old mp.spawn (line {lines}) now runs in every "
                          "torchrun process: guard downloads/dataset preparation with "
                          "`if int(os.environ['RANK']) == 0:` and a dist.barrier()")
+
+
+def slurm_names(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> List[str]:
+    """The SLURM_* variables the code before the spawn reads (a rank or world size taken from SLURM)."""
+    out: List[str] = []
+    for stmt in statements_before(state, line, scope):
+        for node in iter_nodes(stmt):
+            if type(node) is cst.SimpleString:
+                text = literal_string(node) or ""  # type: ignore[arg-type]
+                if text.startswith("SLURM_") and text.isidentifier() and text not in out:
+                    out.append(text)
+    return out
+
+
+def slurm_launch(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> str:
+    """For a rank taken from SLURM (`SLURM_NODEID * ngpus + gpu`): the torchrun launch with the same ranks."""
+    names = slurm_names(state, line, scope)
+    if not {"SLURM_NODEID", "SLURM_NNODES", "SLURM_PROCID", "SLURM_JOB_NUM_NODES"} & set(names):
+        return ""
+    return (f". The rank and world size came from SLURM ({', '.join(names)}): the same ranks come from one "
+            "`srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_NNODES --node_rank=$SLURM_NODEID "
+            "--nproc_per_node=gpu --master_addr=<first host of $SLURM_JOB_NODELIST> --master_port=<the old port> "
+            f"{state.ctx.path} ...` per job (RANK = SLURM_NODEID * processes per node + LOCAL_RANK)")
+
+
+def parent_signal_handler(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> Optional[cst.Call]:
+    """A `signal.signal(...)` before the spawn: the handler ran in the parent, the process the scheduler
+    signals (SLURM's preemption SIGUSR1 / SIGTERM, to requeue the job); under torchrun that process is
+    torchrun's agent, which never runs it, and each worker would install it for itself."""
+    for stmt in statements_before(state, line, scope):
+        for c in state.calls_in(stmt):
+            if state.table.refers_to(c.func, "signal.signal"):
+                return c
+    return None
 
 
 def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, master: Dict[str, str]) -> None:

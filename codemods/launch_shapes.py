@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -155,3 +155,39 @@ def foreign_callees(calls: List[cst.Call], table, local_funcs: Set[str]) -> List
 
 _THIRD_PARTY = {"torch", "torchvision", "numpy", "tqdm", "yaml", "apex", "wandb", "tensorboardX", "PIL", "timm",
                 "transformers", "omegaconf", "hydra"}
+
+
+def rank_increments(state, fdef: cst.FunctionDef, local: str, mapping: Dict[str, str], scope: cst.CSTNode,
+                    spawn_line: int, nprocs_code: str) -> List[Tuple[cst.AugAssign, str]]:
+    """`args.rank += gpu` in the worker (a statement of its own body), where every assignment of main's
+    `args.rank` before the spawn is a start rank: 0 or `<node index> * <the spawn's count>` (barlowtwins:
+    `args.rank = int(os.getenv('SLURM_NODEID')) * args.ngpus_per_node`). The sum is then the global rank
+    torchrun's RANK is. Returns each such statement with main's spelling of its target."""
+    back = {v: k for k, v in mapping.items()}
+    body = fdef.body.body if isinstance(fdef.body, cst.IndentedBlock) else ()
+    out: List[Tuple[cst.AugAssign, str]] = []
+    for line in body:
+        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+                and isinstance(line.body[0], cst.AugAssign)):
+            continue
+        aug = line.body[0]
+        t = aug.target
+        if not (isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value == local
+                and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value in back):
+            continue
+        main_target = f"{back[t.value.value]}.{t.attr.value}"
+        starts = [a for a in state.assignments(scope) if state.line(a) < spawn_line and len(a.targets) == 1
+                  and norm_code(a.targets[0].target) == main_target]
+        if starts and all(_is_start_rank(a.value, nprocs_code) for a in starts):
+            out.append((aug, main_target))
+    return out
+
+
+def _is_start_rank(value: cst.BaseExpression, nprocs_code: str) -> bool:
+    """0, or `<node index> * <count>` / `<count> * <node index>` with `<count>` the spawn's process count."""
+    if isinstance(value, cst.Integer) and value.value == "0":
+        return True
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)):
+        return False
+    return nprocs_code in (norm_code(value.left), norm_code(value.right)) and \
+        norm_code(value.left) != norm_code(value.right)

@@ -14,7 +14,7 @@ from .apex_parallel import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
 from .launch_facts import INIT_PG
-from .launch_notes import exclusive_mkdir, nproc_value
+from .launch_notes import exclusive_mkdir, nproc_value, parent_signal_handler, slurm_launch
 from .launch_state import LaunchState
 from .names import arg_by, code_of, literal_string, names_read, norm_code
 
@@ -254,6 +254,15 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
                    "a folder of their own. Create it once (`if int(os.environ['RANK']) == 0:` plus a "
                    "dist.barrier() after init_process_group, or exist_ok=True on a name every rank computes "
                    "the same), then convert the launch")
+        return None
+    handler = parent_signal_handler(state, line, scope)
+    if handler is not None:
+        ctx.report(call, "A2A406", f"the code before the spawn installs a signal handler at line {state.line(handler)} "
+                   f"(`{' '.join(code_of(handler).split())}`): it ran in the parent, the process the scheduler "
+                   "signals (SLURM's preemption signal, to requeue the job); under torchrun that process is "
+                   "torchrun's agent, which never runs it, so the job would no longer requeue. Handle the signal "
+                   "in the workers (rank 0 requeues) or in the batch script, then convert the launch"
+                   + slurm_launch(state, line, scope))
         return None
     spawn_line = state.line(call)
     nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"

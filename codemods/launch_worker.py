@@ -17,7 +17,7 @@ from .launch_exprs import env, has_effects, is_rank_arithmetic, names_world_size
 from .launch_helpers import handed_to_helpers, visible_in
 from .launch_init import init_call
 from .launch_local_rank import local_index_as_rank
-from .launch_notes import launch_note, nproc_value, pre_spawn_code
+from .launch_notes import launch_note, nproc_value, pre_spawn_code, slurm_launch
 from .launch_site import SpawnSite
 from .launch_state import LaunchState
 from .names import code_of, dotted_name, literal_string, norm_code, parse_stmt
@@ -158,6 +158,12 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
             world_main.add(norm_code(target))
             state.plan.replace_node[value] = env("WORLD_SIZE")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
+        elif len(stmt.targets) == 1 and norm_code(value) == nprocs_code and norm_code(target) != nprocs_code \
+                and isinstance(target, (cst.Name, cst.Attribute)) and names_world_size(target, value):
+            # `args.world_size = args.ngpus_per_node`, the spawn's count: one node's world, torchrun's WORLD_SIZE
+            world_main.add(norm_code(target))
+            state.plan.replace_node[value] = env("WORLD_SIZE")
+            ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
     world_worker = {translate(w, mapping) for w in world_main}
     bound_in: Dict[str, Set[int]] = {}  # plain name -> the functions where it holds the rank / world size
     for w in world_main:
@@ -235,6 +241,15 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
                 state.plan.replace_node[value] = env("RANK")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's RANK", fixed=True)
 
+    # worker side: `args.rank += gpu` on a start rank main set (`args.rank = node_id * ngpus_per_node`, or 0)
+    for stmt, main_target in launch_shapes.rank_increments(state, fdef, local_param, mapping, scope, spawn_line,
+                                                           nprocs_code):
+        rank_worker.add(norm_code(stmt.target))
+        bound_in.setdefault(norm_code(stmt.target), set()).add(id(fdef))
+        main_inserts.append(parse_stmt(f'{main_target} = int(os.environ["RANK"])\n'))
+        state.plan.remove(state.parents[stmt])
+        ctx.report(stmt, "A2A404", f"{code_of(stmt.target)} = torchrun's RANK", fixed=True)
+
     # init_process_group -> env://, also in a helper the worker hands its rank and world size to
     rank_handed = handed_to_helpers(state, fdef, reach, rank_worker)
 
@@ -301,7 +316,7 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
     state.spawn_rewritten = True
     nproc = nproc_value(state, sp, scope, spawn_line)
     ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['LOCAL_RANK']), ...): launch with "
-               f"torchrun --nproc_per_node={nproc}", fixed=True)
+               f"torchrun --nproc_per_node={nproc}" + slurm_launch(state, line, scope), fixed=True)
     pre_spawn_code(state, line, scope)
     launch_note(state, line, nproc, master)
     local_index_as_rank(state, fdef, local_param, rank_worker)
