@@ -15,6 +15,7 @@ apex2amp does not write across files, so both stay and the spawn's finding says 
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
@@ -112,3 +113,21 @@ def _outside_project(module: str) -> bool:
     from .launch_shapes import _THIRD_PARTY
     top = module.lstrip(".").split(".")[0]
     return bool(top) and (top in sys.stdlib_module_names or top in _THIRD_PARTY)
+
+
+_JOINER = re.compile(r"(init|setup|start)\w*dist|dist\w*(init|setup)", re.IGNORECASE)
+
+
+def library_joiners(state, calls: List[cst.Call]) -> List[str]:
+    """Calls of a library helper that, by its name, joins the process group (`timm.utils.init_distributed_device`,
+    `mmcv.runner.init_dist`, `deepspeed.init_distributed`): not torch's, not the standard library's."""
+    import sys
+    out: List[str] = []
+    for c in calls:
+        for qual in sorted(state.table.qualified_names(c.func)):
+            top = qual.split(".")[0]
+            if top in ("torch", "") or top in sys.stdlib_module_names:
+                continue
+            if _JOINER.search(qual.rpartition(".")[2]) and qual not in out:
+                out.append(qual)
+    return out

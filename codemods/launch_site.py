@@ -180,8 +180,9 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
                        f"with torchrun --nproc_per_node={nproc_value(state, sp, state.module, 0)} {ctx.path} ...")
             return None
         params_ = {p.name.value for f in reach for p in f.params.params}
-        foreign = launch_shapes.foreign_callees(calls, state.table, set(state.funcs)) + \
-            launch_facts.unresolved_callees(state, calls, params_)
+        foreign = launch_shapes.foreign_callees(calls, state.table, set(state.funcs))
+        foreign += [q for q in launch_facts.library_joiners(state, calls) if q not in foreign]
+        foreign += launch_facts.unresolved_callees(state, calls, params_)
         if foreign:
             ctx.report(call, "A2A413", f"{fn_name} calls {', '.join(foreign[:3])} from another module, which "
                        "may call init_process_group (this file cannot show it): if it does, call "

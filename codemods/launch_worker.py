@@ -159,7 +159,8 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
             state.plan.replace_node[value] = env("WORLD_SIZE")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
         elif len(stmt.targets) == 1 and norm_code(value) == nprocs_code and norm_code(target) != nprocs_code \
-                and isinstance(target, (cst.Name, cst.Attribute)) and names_world_size(target, value):
+                and isinstance(target, (cst.Name, cst.Attribute)) and "world" in norm_code(target).lower() \
+                and names_world_size(target, value):
             # `args.world_size = args.ngpus_per_node`, the spawn's count: one node's world, torchrun's WORLD_SIZE
             world_main.add(norm_code(target))
             state.plan.replace_node[value] = env("WORLD_SIZE")
