@@ -306,7 +306,9 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
         # `nprocs=opts.n_proc`: the worker reads the count from `opts`; torchrun's count is the one that runs
         role = attr_role(inits, translate(nprocs_attr, mapping))
         before.append(parse_stmt(f'{nprocs_attr} = int(os.environ["{role}"])\n'))
-        ctx.report(call, "A2A404", f"{nprocs_attr} = torchrun's {role}", fixed=True)
+        ctx.report(call, "A2A404", f"{nprocs_attr} = torchrun's {role}: the process count is torchrun's "
+                   f"--nproc_per_node now, not the value {nprocs_attr} had (launch with that many; code before "
+                   "the call still reads the old value)", fixed=True)
     new_line = line.with_changes(body=[line.body[0].with_changes(value=new_call)])
     if outer is not line:
         new_line = new_line.with_changes(leading_lines=outer.leading_lines)
