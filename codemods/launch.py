@@ -26,6 +26,7 @@ from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
 from .importing import ensure_imports
 from .index import ModuleIndex
+from . import launch_facts
 from .launch_exprs import ENV
 from .launch_local_rank import local_rank_arguments
 from .launch_notes import BENIGN_CALLS
@@ -44,12 +45,14 @@ class SpawnToTorchrun(Codemod):
     DESCRIPTION = "mp.spawn and torch.distributed.launch entry points -> torchrun environment"
     CODES = ("A2A401", "A2A402", "A2A403", "A2A404", "A2A405", "A2A406", "A2A407", "A2A408", "A2A409",
              "A2A412", "A2A413", "A2A420")
-    TOKENS = (b"spawn", b"local_rank", b"local-rank", b"start_processes")
+    TOKENS = (b"spawn", b"local_rank", b"local-rank", b"start_processes", b"init_process_group")
+    PUBLISHES_FACTS = True  # the functions that join the process group (codemods/launch_facts.py)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
         module = wrapper.module
         state = LaunchState(module, ctx)
         local_rank_arguments(state)
+        launch_facts.publish(state)  # which functions here join the process group, for spawns in other files
         spawns = [c for c in state.index.calls if state.table.refers_to(c.func, *SPAWN)]
         tangled = _tangled_spawns(state, spawns)
         for call in state.index.calls:

@@ -7,13 +7,14 @@ migrate/launch_scripts.py.
 from __future__ import annotations
 
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import libcst as cst
 
 from .base import FIX, INFO, WARNING, rule
 from .launch_state import LaunchState
-from .names import code_of, dotted_name, literal_number, norm_code
+from .names import code_of, dotted_name, literal_number, literal_string, norm_code
+from .walk import iter_nodes
 
 BENIGN_CALLS = {
     "parse_args", "parse_known_args", "add_argument", "add_argument_group", "ArgumentParser", "warn", "seed",
@@ -116,30 +117,69 @@ def nproc_value(state: LaunchState, sp, scope: cst.CSTNode, spawn_line: int) -> 
     return "gpu"
 
 
-def pre_spawn_code(state: LaunchState, line: cst.SimpleStatementLine, scope: cst.CSTNode) -> None:
-    """Report statements before the spawn that ran once in the parent and now run in every rank."""
-    work: List[cst.CSTNode] = []
+def statements_before(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> List[cst.BaseStatement]:
+    """The statements of `scope` that run before `line` (in its block and the blocks around it; not
+    function or class definitions, not the module's top level)."""
+    out: List[cst.BaseStatement] = []
     node: cst.CSTNode = line
     while node is not scope and node is not None:
         parent = state.parents.get(node)
-        block = parent
-        body = getattr(block, "body", None)
-        if isinstance(body, (list, tuple)) and node in body and not (block is state.module):
-            for stmt in body[:body.index(node)]:
-                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                    continue
-                calls = [c for c in state.calls_in(stmt)]
-                names = {(c.func.attr.value if isinstance(c.func, cst.Attribute) else
-                          c.func.value if isinstance(c.func, cst.Name) else "") for c in calls}
-                if names - BENIGN_CALLS - {""}:
-                    work.append(stmt)
+        body = getattr(parent, "body", None)
+        if isinstance(body, (list, tuple)) and node in body and not (parent is state.module):
+            out.extend(s for s in body[:body.index(node)] if not isinstance(s, (cst.FunctionDef, cst.ClassDef)))
         node = parent
+    return out
+
+
+def pre_spawn_code(state: LaunchState, line: cst.SimpleStatementLine, scope: cst.CSTNode) -> None:
+    """Report statements before the spawn that ran once in the parent and now run in every rank."""
+    work: List[cst.CSTNode] = []
+    for stmt in statements_before(state, line, scope):
+        calls = [c for c in state.calls_in(stmt)]
+        names = {(c.func.attr.value if isinstance(c.func, cst.Attribute) else
+                  c.func.value if isinstance(c.func, cst.Name) else "") for c in calls}
+        if names - BENIGN_CALLS - {""}:
+            work.append(stmt)
     if work:
         work.sort(key=state.line)
         lines = ", ".join(str(state.line(w)) for w in work)
         state.ctx.report(work[0], "A2A405", f"code before the old mp.spawn (line {lines}) now runs in every "
                          "torchrun process: guard downloads/dataset preparation with "
                          "`if int(os.environ['RANK']) == 0:` and a dist.barrier()")
+
+
+def slurm_names(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> List[str]:
+    """The SLURM_* variables the code before the spawn reads (a rank or world size taken from SLURM)."""
+    out: List[str] = []
+    for stmt in statements_before(state, line, scope):
+        for node in iter_nodes(stmt):
+            if type(node) is cst.SimpleString:
+                text = literal_string(node) or ""  # type: ignore[arg-type]
+                if text.startswith("SLURM_") and text.isidentifier() and text not in out:
+                    out.append(text)
+    return out
+
+
+def slurm_launch(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> str:
+    """For a rank taken from SLURM (`SLURM_NODEID * ngpus + gpu`): the torchrun launch with the same ranks."""
+    names = slurm_names(state, line, scope)
+    if not {"SLURM_NODEID", "SLURM_NNODES", "SLURM_PROCID", "SLURM_JOB_NUM_NODES"} & set(names):
+        return ""
+    return (f". The rank and world size came from SLURM ({', '.join(names)}): the same ranks come from one "
+            "`srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_NNODES --node_rank=$SLURM_NODEID "
+            "--nproc_per_node=gpu --master_addr=<first host of $SLURM_JOB_NODELIST> --master_port=<the old port> "
+            f"{state.ctx.path} ...` per job (RANK = SLURM_NODEID * processes per node + LOCAL_RANK)")
+
+
+def parent_signal_handler(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> Optional[cst.Call]:
+    """A `signal.signal(...)` before the spawn: the handler ran in the parent, the process the scheduler
+    signals (SLURM's preemption SIGUSR1 / SIGTERM, to requeue the job); under torchrun that process is
+    torchrun's agent, which never runs it, and each worker would install it for itself."""
+    for stmt in statements_before(state, line, scope):
+        for c in state.calls_in(stmt):
+            if state.table.refers_to(c.func, "signal.signal"):
+                return c
+    return None
 
 
 def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, master: Dict[str, str]) -> None:
@@ -171,3 +211,17 @@ def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, m
     note = {"path": path, "command": single, "multi_node": multi}
     if note not in state.ctx.launch_notes:  # spawns in both branches of an `if` launch the same way
         state.ctx.launch_notes.append(note)
+
+
+def exclusive_mkdir(state: LaunchState, line: cst.CSTNode, scope: cst.CSTNode) -> Optional[cst.Call]:
+    """An `os.makedirs(d)` / `os.mkdir(d)` / `path.mkdir()` before the spawn without `exist_ok=True`:
+    run once in the parent it made the run's folder; in every torchrun process at once all but the
+    first fail (FileExistsError), or each picks a folder of its own when the name counts existing runs."""
+    for stmt in statements_before(state, line, scope):
+        for c in state.calls_in(stmt):
+            name = dotted_name(c.func) or ""
+            if name in ("os.makedirs", "os.mkdir") or name.endswith(".mkdir") and name != "os.mkdir":
+                ok = next((a for a in c.args if a.keyword is not None and a.keyword.value == "exist_ok"), None)
+                if ok is None or not (isinstance(ok.value, cst.Name) and ok.value.value == "True"):
+                    return c
+    return None

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -21,18 +21,22 @@ from .names import dotted_name, literal_number, norm_code
 
 def single_process_twin(gate: cst.If, line: cst.SimpleStatementLine, fn_name: str, params: Sequence[str],
                         elements: Sequence[cst.BaseExpression], nprocs_code: str) -> bool:
-    """Whether `gate` is `if T: <the spawn line> else: fn(0, <the spawn's args>)`: the `else` runs the
-    worker once as process 0 with the same arguments (or 1 for the process count), which is what
-    torchrun with one process does. `params`: the worker's positional parameters."""
-    if not _is_count_test(gate.test):
-        return False  # `if n > 1 and not args.debug:` also picks by a flag: not one torchrun path
-    body = gate.body.body if isinstance(gate.body, cst.IndentedBlock) else ()
-    if len(body) != 1 or body[0] is not line:
-        return False
+    """Whether `gate` is `if T: <the spawn line> else: fn(0, <the spawn's args>)` (or `if n == 1:
+    fn(0, ...) else: <the spawn line>`): the single-process branch runs the worker once as process 0
+    with the same arguments (or 1 for the process count), which is what torchrun with one process
+    does. `params`: the worker's positional parameters."""
     other = gate.orelse
     if not isinstance(other, cst.Else) or not isinstance(other.body, cst.IndentedBlock) or len(other.body.body) != 1:
         return False
-    stmt = other.body.body[0]
+    body = gate.body.body if isinstance(gate.body, cst.IndentedBlock) else ()
+    if len(body) != 1:
+        return False
+    if _is_count_test(gate.test) and body[0] is line:
+        stmt = other.body.body[0]  # `if n > 1: spawn else: fn(0, ...)`
+    elif _is_single_test(gate.test) and other.body.body[0] is line:
+        stmt = body[0]  # `if n == 1: fn(rank=0, ...) else: spawn` (stylegan2-ada's train.py)
+    else:
+        return False  # `if n > 1 and not args.debug:` also picks by a flag: not one torchrun path
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
         return False
     call = stmt.body[0].value
@@ -62,6 +66,17 @@ def _is_count_test(test: cst.BaseExpression) -> bool:
         return False
     return isinstance(op, cst.GreaterThan) and bound.value == "1" or \
         isinstance(op, cst.GreaterThanEqual) and bound.value == "2"
+
+
+def _is_single_test(test: cst.BaseExpression) -> bool:
+    """`count == 1`, `count < 2` or `count <= 1`: the test of the single-process branch."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    op, bound = test.comparisons[0].operator, test.comparisons[0].comparator
+    if not isinstance(test.left, (cst.Name, cst.Attribute, cst.Call)) or not isinstance(bound, cst.Integer):
+        return False
+    return isinstance(op, (cst.Equal, cst.LessThanEqual)) and bound.value == "1" or \
+        isinstance(op, cst.LessThan) and bound.value == "2"
 
 
 def device_count_gate(line: cst.SimpleStatementLine, parents) -> Optional[cst.If]:
@@ -140,3 +155,39 @@ def foreign_callees(calls: List[cst.Call], table, local_funcs: Set[str]) -> List
 
 _THIRD_PARTY = {"torch", "torchvision", "numpy", "tqdm", "yaml", "apex", "wandb", "tensorboardX", "PIL", "timm",
                 "transformers", "omegaconf", "hydra"}
+
+
+def rank_increments(state, fdef: cst.FunctionDef, local: str, mapping: Dict[str, str], scope: cst.CSTNode,
+                    spawn_line: int, nprocs_code: str) -> List[Tuple[cst.AugAssign, str]]:
+    """`args.rank += gpu` in the worker (a statement of its own body), where every assignment of main's
+    `args.rank` before the spawn is a start rank: 0 or `<node index> * <the spawn's count>` (barlowtwins:
+    `args.rank = int(os.getenv('SLURM_NODEID')) * args.ngpus_per_node`). The sum is then the global rank
+    torchrun's RANK is. Returns each such statement with main's spelling of its target."""
+    back = {v: k for k, v in mapping.items()}
+    body = fdef.body.body if isinstance(fdef.body, cst.IndentedBlock) else ()
+    out: List[Tuple[cst.AugAssign, str]] = []
+    for line in body:
+        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+                and isinstance(line.body[0], cst.AugAssign)):
+            continue
+        aug = line.body[0]
+        t = aug.target
+        if not (isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value == local
+                and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value in back):
+            continue
+        main_target = f"{back[t.value.value]}.{t.attr.value}"
+        starts = [a for a in state.assignments(scope) if state.line(a) < spawn_line and len(a.targets) == 1
+                  and norm_code(a.targets[0].target) == main_target]
+        if starts and all(_is_start_rank(a.value, nprocs_code) for a in starts):
+            out.append((aug, main_target))
+    return out
+
+
+def _is_start_rank(value: cst.BaseExpression, nprocs_code: str) -> bool:
+    """0, or `<node index> * <count>` / `<count> * <node index>` with `<count>` the spawn's process count."""
+    if isinstance(value, cst.Integer) and value.value == "0":
+        return True
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)):
+        return False
+    return nprocs_code in (norm_code(value.left), norm_code(value.right)) and \
+        norm_code(value.left) != norm_code(value.right)

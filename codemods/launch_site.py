@@ -9,17 +9,17 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from . import launch_shapes
+from . import launch_facts, launch_shapes
 from .ancestors import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
-from .launch_notes import nproc_value
+from .launch_facts import INIT_PG
+from .launch_notes import exclusive_mkdir, nproc_value, parent_signal_handler, slurm_launch
 from .launch_state import LaunchState
 from .names import arg_by, code_of, literal_string, names_read, norm_code
 
 SPAWN = ("torch.multiprocessing.spawn", "torch.multiprocessing.spawn.spawn")
 START_PROCESSES = ("torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.start_processes")
-INIT_PG = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
 # the rules of the edits one mp.spawn conversion makes together
 SPAWN_EDIT_CODES = ("A2A401", "A2A402", "A2A403", "A2A404")
 
@@ -153,6 +153,10 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
     if fdef is None and fn_name and is_param(call, fn_name, state.parents):
         fdef = function_passed_in(state, call, fn_name)
     if fdef is None:
+        hit = None if fn_name and is_param(call, fn_name, state.parents) else launch_facts.entry_for(state, sp.fn.value)
+        if hit is not None:
+            report_spawn_of_joining_function(state, sp, line, hit)
+            return None
         where = "passed in as a parameter" if fn_name and is_param(call, fn_name, state.parents) else \
             "defined in another module or not a plain function"
         ctx.report(call, "A2A406", f"the spawned function is {where}: call it with "
@@ -162,8 +166,23 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
     reach = state.reachable(fdef)
     inits = [c for f in reach for c in state.calls_in(f) if state.table.refers_to(c.func, *INIT_PG)]
     if not inits:
-        foreign = launch_shapes.foreign_callees([c for f in reach for c in state.calls_in(f)], state.table,
-                                                set(state.funcs))
+        calls = [c for f in reach for c in state.calls_in(f)]
+        calls += launch_facts.local_class_calls(state, calls)  # `Trainer(rank)` whose __init__ calls a helper
+        joining = launch_facts.joining_callees(state, calls)
+        if joining:
+            qual, entry = joining[0]
+            ctx.report(call, "A2A413", f"{fn_name} joins the process group through {qual}, in another module "
+                       f"(its init_process_group is at {launch_facts.where(entry)}: `{entry.get('init')}`): this "
+                       "spawn and that init_process_group are one migration, which apex2amp does not write across "
+                       f"two files, so both stay. By hand: call {fn_name}(int(os.environ['LOCAL_RANK']), ...) "
+                       "where the spawn was, make that init_process_group read env:// (no init_method/rank/"
+                       "world_size, no MASTER_ADDR/PORT; torchrun's RANK / WORLD_SIZE replace them), and launch "
+                       f"with torchrun --nproc_per_node={nproc_value(state, sp, state.module, 0)} {ctx.path} ...")
+            return None
+        params_ = {p.name.value for f in reach for p in f.params.params}
+        foreign = launch_shapes.foreign_callees(calls, state.table, set(state.funcs))
+        foreign += [q for q in launch_facts.library_joiners(state, calls) if q not in foreign]
+        foreign += launch_facts.unresolved_callees(state, calls, params_)
         if foreign:
             ctx.report(call, "A2A413", f"{fn_name} calls {', '.join(foreign[:3])} from another module, which "
                        "may call init_process_group (this file cannot show it): if it does, call "
@@ -228,6 +247,24 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
             if isinstance(e, cst.Name) and i + 1 < len(params):
                 mapping[e.value] = params[i + 1]
     scope = enclosing(call, state.parents, (cst.FunctionDef,)) or state.module
+    mkdir = exclusive_mkdir(state, line, scope)
+    if mkdir is not None:
+        ctx.report(call, "A2A406", f"the code before the spawn creates a folder at line {state.line(mkdir)} "
+                   f"(`{code_of(mkdir.func)}` without exist_ok=True): it ran once, in the parent; under torchrun "
+                   "every process runs it at once, and all but the first would fail (FileExistsError) or pick "
+                   "a folder of their own. Create it once (`if int(os.environ['RANK']) == 0:` plus a "
+                   "dist.barrier() after init_process_group, or exist_ok=True on a name every rank computes "
+                   "the same), then convert the launch")
+        return None
+    handler = parent_signal_handler(state, line, scope)
+    if handler is not None:
+        ctx.report(call, "A2A406", f"the code before the spawn installs a signal handler at line {state.line(handler)} "
+                   f"(`{' '.join(code_of(handler).split())}`): it ran in the parent, the process the scheduler "
+                   "signals (SLURM's preemption signal, to requeue the job); under torchrun that process is "
+                   "torchrun's agent, which never runs it, so the job would no longer requeue. Handle the signal "
+                   "in the workers (rank 0 requeues) or in the batch script, then convert the launch"
+                   + slurm_launch(state, line, scope))
+        return None
     spawn_line = state.line(call)
     nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"
     return SpawnSite(call=call, sp=sp, line=line, outer=outer, fn_name=fn_name, fdef=fdef, reach=reach,
@@ -292,3 +329,25 @@ def class_joining(state: LaunchState, reach: List[cst.FunctionDef]) -> Optional[
             if cls is not None and any(state.table.refers_to(i.func, *INIT_PG) for i in state.calls_in(cls)):
                 return cls
     return None
+
+
+def report_spawn_of_joining_function(state: LaunchState, sp: SpawnCall, line: Optional[cst.CSTNode], hit) -> None:
+    """A2A406 for `mp.spawn(mpu.run, ...)` where pass 1 found that `mpu.run`, a function of another
+    module, joins the process group: name that init_process_group and what changes in each file."""
+    qual, entry = hit
+    fn_code = code_of(sp.fn.value)
+    gate = count_gate(state, line, sp) if line is not None else None
+    gated = ""
+    if gate is not None:
+        gated = (f" The spawn runs only when `{code_of(gate.test)}`, a test of the process count torchrun sets: "
+                 "the other branch must be one torchrun path with it (torchrun --nproc_per_node=1 for one process).")
+    state.ctx.report(sp.call, "A2A406", f"the spawned function {fn_code} is {qual}, defined in another module, "
+                     f"which joins the process group at {launch_facts.where(entry)} (`{entry.get('init')}`): this "
+                     "spawn and that init_process_group are one migration, which apex2amp does not write across "
+                     f"two files, so both stay. By hand: call {fn_code}(int(os.environ['LOCAL_RANK']), <the spawn's "
+                     "args>) where the spawn was, make that init_process_group read env:// (no init_method/rank/"
+                     "world_size; torchrun's RANK / WORLD_SIZE replace a rank and world size computed from the "
+                     "process index), and launch with torchrun "
+                     f"--nproc_per_node={nproc_value(state, sp, state.module, 0)} ...; under torchrun the function holding "
+                     "this spawn must then run once per process (a second call, such as a test phase after "
+                     "training, would call init_process_group again)." + gated)

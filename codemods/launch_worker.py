@@ -17,7 +17,7 @@ from .launch_exprs import env, has_effects, is_rank_arithmetic, names_world_size
 from .launch_helpers import handed_to_helpers, visible_in
 from .launch_init import init_call
 from .launch_local_rank import local_index_as_rank
-from .launch_notes import launch_note, nproc_value, pre_spawn_code
+from .launch_notes import launch_note, nproc_value, pre_spawn_code, slurm_launch
 from .launch_site import SpawnSite
 from .launch_state import LaunchState
 from .names import code_of, dotted_name, literal_string, norm_code, parse_stmt
@@ -158,16 +158,28 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
             world_main.add(norm_code(target))
             state.plan.replace_node[value] = env("WORLD_SIZE")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
+        elif len(stmt.targets) == 1 and norm_code(value) == nprocs_code and norm_code(target) != nprocs_code \
+                and isinstance(target, (cst.Name, cst.Attribute)) and "world" in norm_code(target).lower() \
+                and names_world_size(target, value):
+            # `args.world_size = args.ngpus_per_node`, the spawn's count: one node's world, torchrun's WORLD_SIZE
+            world_main.add(norm_code(target))
+            state.plan.replace_node[value] = env("WORLD_SIZE")
+            ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's WORLD_SIZE", fixed=True)
     world_worker = {translate(w, mapping) for w in world_main}
     bound_in: Dict[str, Set[int]] = {}  # plain name -> the functions where it holds the rank / world size
     for w in world_main:
         if w in mapping:
             bound_in.setdefault(mapping[w], set()).add(id(fdef))
+    nprocs_attr = None
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Attribute):
         # `nprocs=args.world_size` with `args` passed on: the worker's `args.world_size` is the count
         head = (dotted_name(sp.nprocs.value) or "").split(".")[0]
         if head in mapping:
             world_worker.add(translate(norm_code(sp.nprocs.value), mapping))
+            if (dotted_name(sp.nprocs.value) or "").count(".") == 1 and outer is not line:
+                # `if opts.n == 1: fn(0, ...) else: spawn(nprocs=opts.n)`, one path now: the worker (and the
+                # test it had) reads the count from `opts`, which torchrun's count sets before the call
+                nprocs_attr = norm_code(sp.nprocs.value)
     nprocs_role = None
     world_handed: Dict[int, Set[str]] = {}
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) and sp.nprocs.value.value in mapping:
@@ -230,6 +242,15 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
                 state.plan.replace_node[value] = env("RANK")
             ctx.report(stmt, "A2A404", f"{code_of(target)} = torchrun's RANK", fixed=True)
 
+    # worker side: `args.rank += gpu` on a start rank main set (`args.rank = node_id * ngpus_per_node`, or 0)
+    for stmt, main_target in launch_shapes.rank_increments(state, fdef, local_param, mapping, scope, spawn_line,
+                                                           nprocs_code):
+        rank_worker.add(norm_code(stmt.target))
+        bound_in.setdefault(norm_code(stmt.target), set()).add(id(fdef))
+        main_inserts.append(parse_stmt(f'{main_target} = int(os.environ["RANK"])\n'))
+        state.plan.remove(state.parents[stmt])
+        ctx.report(stmt, "A2A404", f"{code_of(stmt.target)} = torchrun's RANK", fixed=True)
+
     # init_process_group -> env://, also in a helper the worker hands its rank and world size to
     rank_handed = handed_to_helpers(state, fdef, reach, rank_worker)
 
@@ -281,6 +302,13 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
         else:
             before.append(parse_stmt(f'{name} = int(os.environ["{nprocs_role}"])\n'))
         ctx.report(call, "A2A404", f"{name} = torchrun's {nprocs_role}", fixed=True)
+    elif nprocs_attr is not None:
+        # `nprocs=opts.n_proc`: the worker reads the count from `opts`; torchrun's count is the one that runs
+        role = attr_role(inits, translate(nprocs_attr, mapping))
+        before.append(parse_stmt(f'{nprocs_attr} = int(os.environ["{role}"])\n'))
+        ctx.report(call, "A2A404", f"{nprocs_attr} = torchrun's {role}: the process count is torchrun's "
+                   f"--nproc_per_node now, not the value {nprocs_attr} had (launch with that many; code before "
+                   "the call still reads the old value)", fixed=True)
     new_line = line.with_changes(body=[line.body[0].with_changes(value=new_call)])
     if outer is not line:
         new_line = new_line.with_changes(leading_lines=outer.leading_lines)
@@ -291,7 +319,18 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
     state.spawn_rewritten = True
     nproc = nproc_value(state, sp, scope, spawn_line)
     ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['LOCAL_RANK']), ...): launch with "
-               f"torchrun --nproc_per_node={nproc}", fixed=True)
+               f"torchrun --nproc_per_node={nproc}" + slurm_launch(state, line, scope), fixed=True)
     pre_spawn_code(state, line, scope)
     launch_note(state, line, nproc, master)
     local_index_as_rank(state, fdef, local_param, rank_worker)
+
+
+def attr_role(inits: List[cst.Call], worker_code: str) -> str:
+    """WORLD_SIZE when an init_process_group passes `worker_code` (the worker's name for the spawn's
+    process count) as its world size, else LOCAL_WORLD_SIZE (the processes of this node)."""
+    for c in inits:
+        for i, a in enumerate(c.args):
+            if (a.keyword is not None and a.keyword.value == "world_size" or a.keyword is None and i == 3) \
+                    and norm_code(a.value) == worker_code:
+                return "WORLD_SIZE"
+    return "LOCAL_WORLD_SIZE"

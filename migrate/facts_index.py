@@ -64,6 +64,7 @@ class FactsIndex:
         needles.add(b"apex")
         needles.add(b"raise")
         needles.add(b"assert")
+        needles.add(b"spawn")
         self._search = NameSearch(needles)
 
     def present(self, data: bytes) -> Set[bytes]:
@@ -93,4 +94,4 @@ class FactsIndex:
         if b"apex" in has and (b"raise" in has or b"assert" in has) and \
                 any(m != module_name for m in facts.unmigrated_amp):
             return True
-        return any(n in has for n in self._spawn)
+        return b"spawn" in has and any(n in has for n in self._spawn)  # only a file that spawns reads them

@@ -117,7 +117,8 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
     if b"apex" in data and (b"raise" in data or b"assert" in data) and \
             any(m != module_name for m in facts.unmigrated_amp):
         return True  # an apex install check that stays while another module keeps apex (A2A175)
-    return any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
+    # a function that joins the process group (codemods/launch_facts.py): only a file that spawns reads it
+    return b"spawn" in data and any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
 
 
 def candidate(data: bytes, codemods: Sequence["Codemod"], select: Callable[[str], bool]) -> Optional[Present]:

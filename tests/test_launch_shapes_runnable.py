@@ -26,6 +26,8 @@ MODES = {
     ("gated_spawn", 1): ["--nprocs", "1"],
     ("worker_world_size", 2): ["--nprocs", "2", "--dist-url", "tcp://127.0.0.1:PORT"],
     ("init_in_helper", 2): ["--nprocs", "2", "--port", "PORT"],  # setup(gpu, ngpus, args) joins the group
+    ("single_branch_first", 2): ["--nprocs", "2"],  # `if n == 1: worker(rank=0, ...) else: spawn(fn=worker, ...)`
+    ("single_branch_first", 1): [],
 }
 
 pytestmark = pytest.mark.slow
