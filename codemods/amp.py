@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from . import amp_dead_modes, amp_losses, amp_threading, checkpoint_pairs
+from . import amp_dead_modes, amp_handle_rules, amp_losses, amp_threading, checkpoint_pairs  # noqa: F401 (rules)
 from . import amp_rules as R
 from .base import Codemod, FileContext, facts_key
 from .edits import apply_plan
@@ -136,7 +136,8 @@ class ApexAmpToTorchAmp(Codemod):
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A173", "A2A174",
-                                                           "A2A416", "A2A417", "A2A418")
+                                                           "A2A416", "A2A417", "A2A418",
+                                                           "A2A180")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -14,6 +14,7 @@ from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .walk import iter_nodes
 from .names import (arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code)
+from .amp_inference import patched_models
 from .amp_plan_state import AmpPlanState, AmpSite, code_of, parse_expr, flatten, parse_stmt
 
 
@@ -239,16 +240,18 @@ class InitializePlanning(AmpPlanState):
         scaler_stmt: Optional[cst.BaseStatement] = None
         if opts is None:
             # inference form: no optimizer, no scaler; autocast the model's forward (spec 2.6 b)
-            m = target if target is not None else models.value
-            if dotted_name(m) is None:
-                self.report(call, R.UNSUPPORTED, "`amp.initialize` of a model list without optimizers: wrap the "
+            patched = patched_models(target, models.value)  # `[model] = amp.initialize([model])` too
+            if patched is None:
+                self.report(call, R.UNSUPPORTED, "`amp.initialize` of models without optimizers that are not plain "
+                                                 "names (or a list of names assigned to as many names): wrap the "
                                                  "forward passes in `torch.autocast(...)` by hand")
                 self.abort = True
                 return
             enabled = f", enabled={code_of(own_cond)}" if own_cond is not None else ""
-            mc = code_of(m)
-            new_stmts.append(parse_stmt(f'{mc}.forward = {FORWARD_HELPER}({mc}.forward, "{self.device}", '
-                                   f'{self.dtype}{enabled})'))
+            for m in patched:
+                mc = code_of(m)
+                new_stmts.append(parse_stmt(f'{mc}.forward = {FORWARD_HELPER}({mc}.forward, "{self.device}", '
+                                            f'{self.dtype}{enabled})'))
             self.needs_torch = self.needs_forward_helper = True
             self.use_scaler = False
             self.plan.replace_stmt[stmt] = new_stmts

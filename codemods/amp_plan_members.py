@@ -5,6 +5,7 @@ import libcst as cst
 
 from . import apex_flag_state
 from . import amp_rules as R
+from .amp_old_init import plan_old_init
 from .names import arg_by
 from .amp_plan_state import AMP, AmpPlanState, code_of, parse_expr
 
@@ -79,6 +80,12 @@ class MemberPlanning(AmpPlanState):
                 self.report(call, R.REGISTER, f"`amp.{k}`: autocast has no function registry")
             elif k in ("initialize", "scale_loss"):
                 continue
+            elif k == "init":
+                done, why = plan_old_init(self, site)  # apex's old API (codemods/amp_old_init.py)
+                if not done:
+                    self.report(call, R.INTERNALS, f"`amp.init` (apex's old API) has no native equivalent here: {why}; "
+                                                   "wrap the code it should cover in `torch.autocast(\"cuda\", "
+                                                   "dtype=torch.float16, enabled=...)` by hand")
             else:
                 self.report(call, R.INTERNALS, f"`amp.{k}` has no native equivalent")
 

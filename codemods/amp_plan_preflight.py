@@ -8,6 +8,7 @@ import libcst as cst
 from . import amp_private, amp_reinit, amp_threading
 from . import amp_rules as R
 from .base import facts_key
+from .amp_inference import only_inference_inits
 from .amp_facts_index import keys_by_module, unmigrated_modules
 from .amp_plan_state import AmpPlanState, AmpSite, CALLERS_KEEP_AMP, CORE_CODES
 
@@ -99,7 +100,7 @@ class PreflightChecks(AmpPlanState):
                                                    "`amp.initialize` sets up: migrate the two together by hand "
                                                    "(e.g. `GradScaler(init_scale=...)`), then rerun")
             self.abort = True
-        if len(inits) > 1 and not self.abort:
+        if len(inits) > 1 and not self.abort and not only_inference_inits(live):  # one forward each: no shared scaler
             for s in inits:
                 self.report(s.call, R.UNSUPPORTED, "several `amp.initialize` calls in one module: migrate by hand")
             self.abort = True

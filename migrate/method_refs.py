@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from codemods.base import RepoFacts
 
 from .held_callers import Exporters, ImportResolver, parse_or_none
+from .local_instances import local_instance_attributes
 
 
 def foreign_refs(published: Dict[int, RepoFacts], python_files: Sequence[int],
@@ -147,6 +148,7 @@ def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "Imp
                     bound[alias.asname or alias.name] = alias.name
     callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     modules = _imported_modules(tree)
+    instances = local_instance_attributes(tree)  # `corpus = cls(...)`, then `corpus.train`: not the function
     out: List[Tuple[str, int]] = []
     for node in ast.walk(tree):
         if id(node) in callees:
@@ -154,7 +156,8 @@ def _value_uses(tree: ast.AST, module: str, names: Sequence[str], resolver: "Imp
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound:
             out.append((bound[node.id], node.lineno))
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in names \
-                and not _own_attribute(node) and not _other_modules_attribute(node, modules, module):
+                and not _own_attribute(node) and not _other_modules_attribute(node, modules, module) \
+                and id(node) not in instances:
             out.append((node.attr, node.lineno))
     return sorted(out, key=lambda t: t[1])
 

@@ -1,0 +1,45 @@
+"""Rule codes of the amp shapes that reach apex amp through a handle: apex's old `amp.init()` API and the
+amp module stored on an object (codemods/amp_old_init.py, codemods/amp_object_attr.py)."""
+from __future__ import annotations
+
+from .base import FIX, rule
+
+OLD_INIT = rule(
+    "A2A180", "apex-old-init-to-autocast", "apex's old `amp.init()` -> an autocast region over the rest of the function",
+    fixes=True, severity=FIX,
+    why="""
+`amp.init()` is apex's first amp API: from the call on it patched torch's functions for the whole
+process, so everything after it ran with O1's fp16 casts. Evaluation scripts call it once in `main()`
+and never use the handle it returns. Natively that is `torch.autocast("cuda", dtype=torch.float16,
+enabled=...)` from the call to the end of the function: the statements after the call move into one
+`with` block (the model stays fp32; the verbose log is dropped). apex2amp does this only when nothing
+of the program runs after the function returns (it is called only at the end of the
+`if __name__ == "__main__":` block), the call sits in the function's own body, the handle is unused
+and the module has no other apex amp call; otherwise the call keeps an A2A115 finding with the reason.""",
+    before="""
+import torch
+from apex import amp
+
+
+def main():
+    model = torch.nn.Linear(4, 2).cuda()
+    handle = amp.init(enabled=True, verbose=False)
+    for x in torch.randn(3, 5, 4):
+        print(model(x.cuda()).sum().item())
+
+
+if __name__ == "__main__":
+    main()""",
+    after="""
+import torch
+
+
+def main():
+    model = torch.nn.Linear(4, 2).cuda()
+    with torch.autocast("cuda", dtype=torch.float16, enabled=True):
+        for x in torch.randn(3, 5, 4):
+            print(model(x.cuda()).sum().item())
+
+
+if __name__ == "__main__":
+    main()""")
