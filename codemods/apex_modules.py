@@ -568,6 +568,9 @@ class ApexModulesToTorch(Codemod):
         index = ModuleIndex.of(module)
         # the visitor's work, fed in tree order with the calls and classes that name something in apex
         calls = [c for c in index.calls if res.apex_name(c.func) is not None]
+        # apex.optimizers.FP16_Optimizer exists only in apex < 0.1, whose FusedAdam is another optimizer
+        # (another positional order, eps before the bias correction): manual_scaling migrates it with its wrapper
+        run.legacy_adam = any(res.apex_name(c.func) == "apex.optimizers.FP16_Optimizer" for c in calls)
         classes = [k for k in index.classes if any(res.apex_name(b.value) is not None for b in k.bases)]
         for node in tree_order(index, classes + calls) if classes and calls else classes or calls:
             if isinstance(node, cst.ClassDef):
@@ -689,6 +692,7 @@ class _Run(Visitor):
         self.needs_torch = False
         self.min_torch = ctx.options.min_torch
         self.migrated_optimizers: List[Tuple[cst.Call, str, str]] = []  # (apex call, apex class, torch class)
+        self.legacy_adam = False  # the module uses apex < 0.1 (apex.optimizers.FP16_Optimizer)
 
     # helpers
     def _ok(self, node: cst.CSTNode, code: str) -> bool:
@@ -808,8 +812,14 @@ class _Run(Visitor):
         return ("fused", "True") if self.min_torch >= min_fused else ("foreach", "True")
 
     def _adam(self, node: cst.Call) -> None:
+        if self.legacy_adam and self.ctx.enabled("A2A501"):
+            return  # manual_scaling's fused_fp16_optimizer migrates or reports it with its FP16_Optimizer
         if not self._ok(node, "A2A301"):
             return
+        if self.legacy_adam:
+            return self._manual(node, "FusedAdam in a module using apex.optimizers.FP16_Optimizer is apex < 0.1's "
+                                      "FusedAdam, which that wrapper's step() hands the fp16 gradients and norms: "
+                                      "migrate both together (A2A501) or by hand")
         legacy = sorted(a.keyword.value for a in node.args if a.keyword is not None
                         and a.keyword.value in ("max_grad_norm", "eps_inside_sqrt"))
         if legacy:  # apex < 0.1's FusedAdam: it clipped by a norm FP16_Optimizer handed to step()

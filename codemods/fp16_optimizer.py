@@ -23,14 +23,16 @@ from .scaling_shapes import (FUSED_FP16_OPT, MODEL_WRAPPERS, STATIC_INTERVAL, an
 class Fp16OptimizerPass:
     """The FP16_Optimizer methods of manual_scaling._Migration."""
 
-    def _other_fp16_optimizers(self) -> None:
+    def _other_fp16_optimizers(self, answered: Set[int]) -> None:
         """A2A502 at each FP16_Optimizer this codemod does not rewrite: apex < 0.1's FusedAdam wrapper
         (`apex.optimizers.FP16_Optimizer`) and a copy of apex's class imported from the project itself
         (`from fp16 import FP16_Optimizer`, a vendored fp16_utils; DeepSpeed's class of that name belongs
         to its engine and is left alone); the finding names the GradScaler the call's loss-scale arguments
-        map to."""
+        map to; `answered` holds the ids of the calls fused_fp16_optimizer migrated or reported."""
         for call in self.calls:
             q = self.res.apex_name(call.func)
+            if id(call) in answered:
+                continue
             if q == FUSED_FP16_OPT:
                 what = ("apex.optimizers.FP16_Optimizer (apex < 0.1's wrapper of FusedAdam, which it handed the "
                         "gradient norm for FusedAdam's max_grad_norm clip)")

@@ -24,6 +24,7 @@ from .apex_modules import Resolver, ensure_torch
 from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
 from .fp16_optimizer import Fp16OptimizerPass
+from .fused_fp16_optimizer import LegacyFp16Optimizer
 from .index import ModuleIndex, parent_mapping
 from .manual_scaling_rules import CODES as RULE_CODES
 from .names import assigned_names, code_of, dotted_name, names_read
@@ -155,7 +156,7 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                             f"torch.autocast around forward + loss, scaler = {self.gs}(\"{self.device}\", "
                             "init_scale=2.0**32, growth_interval=1000), scaler.scale(loss).backward(), "
                             "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
-        self._other_fp16_optimizers()
+        self._other_fp16_optimizers(LegacyFp16Optimizer(self).run())
         for call in helpers:
             name = (self.res.apex_name(call.func) or "").rsplit(".", 1)[-1]
             self.report(call, "A2A502", f"{name}: hand-made fp32 master weights / loss scaler from apex.fp16_utils; "
