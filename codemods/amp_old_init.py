@@ -22,7 +22,7 @@ import libcst as cst
 
 from . import amp_rules as R
 from .amp_handle_rules import OLD_INIT
-from .edits import indent_continuations
+from .code_layout import indent_continuations
 from .names import dotted_name, names_read
 from .amp_plan_state import AmpSite, code_of, parse_expr
 

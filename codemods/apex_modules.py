@@ -82,6 +82,9 @@ class ApexModulesToTorch(Codemod):
         index = ModuleIndex.of(module)
         # the visitor's work, fed in tree order with the calls and classes that name something in apex
         calls = [c for c in index.calls if res.apex_name(c.func) is not None]
+        # apex.optimizers.FP16_Optimizer exists only in apex < 0.1, whose FusedAdam is another optimizer
+        # (another positional order, eps before the bias correction): manual_scaling migrates it with its wrapper
+        run.legacy_adam = any(res.apex_name(c.func) == "apex.optimizers.FP16_Optimizer" for c in calls)
         classes = [k for k in index.classes if any(res.apex_name(b.value) is not None for b in k.bases)]
         for node in tree_order(index, classes + calls) if classes and calls else classes or calls:
             if isinstance(node, cst.ClassDef):

@@ -27,6 +27,7 @@ class ModulesRun(Visitor):
         self.needs_torch = False
         self.min_torch = ctx.options.min_torch
         self.migrated_optimizers: List[Tuple[cst.Call, str, str]] = []  # (apex call, apex class, torch class)
+        self.legacy_adam = False  # the module uses apex < 0.1 (apex.optimizers.FP16_Optimizer)
 
     # helpers
     def _ok(self, node: cst.CSTNode, code: str) -> bool:

@@ -128,8 +128,14 @@ class OptimizerRewrites(ModulesRun):
         return ("fused", "True") if self.min_torch >= min_fused else ("foreach", "True")
 
     def _adam(self, node: cst.Call) -> None:
+        if self.legacy_adam and self.ctx.enabled("A2A501"):
+            return  # manual_scaling's fused_fp16_optimizer migrates or reports it with its FP16_Optimizer
         if not self._ok(node, "A2A301"):
             return
+        if self.legacy_adam:
+            return self._manual(node, "FusedAdam in a module using apex.optimizers.FP16_Optimizer is apex < 0.1's "
+                                      "FusedAdam, which that wrapper's step() hands the fp16 gradients and norms: "
+                                      "migrate both together (A2A501) or by hand")
         legacy = sorted(a.keyword.value for a in node.args if a.keyword is not None
                         and a.keyword.value in ("max_grad_norm", "eps_inside_sqrt"))
         if legacy:  # apex < 0.1's FusedAdam: it clipped by a norm FP16_Optimizer handed to step()

@@ -23,209 +23,22 @@ gradient division and the halving on NaN), and the code stays as it is.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
 from . import templates
-from .base import FIX, WARNING, rule
-from .code_layout import indent_continuations
+from .fp16_shapes import (LOG_ROOTS, flag_autocast_maker, grad_division, halves, one_stmt,
+                          params_call, scaled_operand)
+from .manual_fp16_findings import HandFp16Findings
+from .manual_fp16_rules import CODES
 from .names import assigned_names, code_of, dotted_name, literal_number, names_read, norm_code, sole_call
-from .walk import Visitor
+from .scaling_shapes import STATIC_INTERVAL, walk_all
 
-rule("A2A506", "manual-fp16", "hand-written fp16 training (.half() model, fp32 master copies, loss scale "
-     "halved on NaN) -> fp32 model + autocast + GradScaler", fixes=True, severity=FIX,
-     why="""
-The 2018-era fine-tuning scripts trained an fp16 model (`model.half()` under `--fp16`), kept fp32 copies
-of its parameters for the optimizer, multiplied the loss by `--loss_scale`, divided the gradients back,
-and halved the scale and skipped the step when a gradient held a NaN. Native AMP does all of it: the
-model stays fp32, forward + loss run under torch.autocast, and one GradScaler scales, unscales, skips
-and backs off. The scale never grew in the original, so growth_interval=2**30 keeps it.
-What changes numerically: the optimizer now updates the model's own fp32 weights (before, the fp16
-weights were rounded copies of fp32 master weights), autocast picks fp16 per op, the skipped-step test
-also catches inf (the original tested NaN only), and statements after the step (zero_grad, step
-counters) now also run on a skipped step, which the original's `continue` jumped over.""",
-     before="""if args.fp16:
-    model.half()
-...
-loss = model(batch)
-if args.fp16 and args.loss_scale != 1.0:
-    loss = loss * args.loss_scale
-loss.backward()
-if args.fp16:
-    ...divide grads, copy to fp32 masters, halve the scale on NaN and continue...
-    optimizer.step()
-    copy_optimizer_params_to_model(model.named_parameters(), param_optimizer)
-else:
-    optimizer.step()""",
-     after="""scaler = torch.amp.GradScaler("cuda", init_scale=args.loss_scale, growth_interval=2**30,
-                                backoff_factor=0.5, enabled=args.fp16)
-...
-with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):
-    loss = model(batch)
-scaler.scale(loss).backward()
-scaler.step(optimizer)
-scaler.update()""")
-rule("A2A507", "manual-fp16-model-cast", "model cast to fp16 by hand for training (not migrated)", fixes=False,
-     severity=WARNING,
-     why="""
-`model.half()` trains fp16 weights: small updates round away, and GradScaler refuses fp16 gradients.
-The tool found a hand-made fp16 setup it cannot prove it migrates exactly (see the reason in the
-message). Keep the model fp32, wrap forward + loss in torch.autocast("cuda", dtype=torch.float16,
-enabled=<your fp16 flag>), and let the optimizer update the model's own parameters.""",
-     before="if args.fp16:\n    model.half()",
-     after="# the model stays fp32\nwith torch.autocast(\"cuda\", dtype=torch.float16, enabled=args.fp16):\n"
-           "    loss = model(batch)")
-rule("A2A508", "manual-fp16-master-copies", "fp32 master copies of an fp16 model kept by hand (not migrated)",
-     fixes=False, severity=WARNING,
-     why="""
-Parameter copies such as `[p.clone().float() for p in model.parameters()]`, and the helpers copying
-gradients onto them and weights back (`set_optimizer_params_grad`, `copy_optimizer_params_to_model`,
-zip loops), exist only because the model is fp16. With an fp32 model under autocast, build the
-optimizer on the model's own parameters and remove the copies and the helpers.""",
-     before="param_copy = [p.clone().float().detach() for p in model.parameters()]\n"
-            "optimizer = torch.optim.SGD(param_copy, lr=0.1)",
-     after="optimizer = torch.optim.SGD(model.parameters(), lr=0.1)")
-rule("A2A509", "manual-fp16-loss-scale", "loss scale kept by hand for an fp16 model (multiply, divide, halve on "
-     "NaN; not migrated)", fixes=False, severity=WARNING,
-     why="""
-The loss multiplied by a scale, the gradients divided by it, and the scale halved when a gradient
-holds a NaN (with the step skipped) are what one torch.amp.GradScaler does:
-scaler = torch.amp.GradScaler("cuda", init_scale=S, growth_interval=2**30, backoff_factor=0.5),
-scaler.scale(loss).backward(), scaler.unscale_(optimizer) where gradients are read, scaler.step(optimizer),
-scaler.update(). GradScaler also skips on inf, and the statements after its step still run on a
-skipped step.""",
-     before="loss = loss * args.loss_scale\nloss.backward()\nfor p in model.parameters():\n"
-            "    p.grad.data = p.grad.data / args.loss_scale\nif is_nan:\n    args.loss_scale /= 2\n    continue",
-     after="scaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()")
-
-CODES = ("A2A506", "A2A507", "A2A508", "A2A509")
-STATIC_INTERVAL = "2**30"
-_LOG_ROOTS = {"logger", "logging", "log", "print", "warnings", "tqdm"}
+__all__ = ["CODES", "HandFp16"]
 
 
-def _walk(node: cst.CSTNode) -> List[cst.CSTNode]:
-    out: List[cst.CSTNode] = []
-
-    class V(Visitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(V())
-    return out
-
-
-def _is_scale(e: cst.BaseExpression) -> bool:
-    """A loss scale: a name spelling `scale`, or a power of two of at least 8."""
-    v = literal_number(e)
-    if v is not None:
-        return v >= 8 and float(v).is_integer() and (int(v) & (int(v) - 1)) == 0
-    n = dotted_name(e)
-    return n is not None and "scale" in n.lower()
-
-
-def _scaled_operand(e: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
-    """(loss, scale) of `loss * scale` / `scale * loss`."""
-    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
-        if _is_scale(e.right) and not _is_scale(e.left):
-            return e.left, e.right
-        if _is_scale(e.left) and not _is_scale(e.right):
-            return e.right, e.left
-    return None
-
-
-def _one_stmt(block: cst.BaseSuite) -> Optional[cst.BaseSmallStatement]:
-    """The one small statement of a block holding exactly one simple statement."""
-    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and isinstance(
-            block.body[0], cst.SimpleStatementLine) and len(block.body[0].body) == 1:
-        return block.body[0].body[0]
-    return None
-
-
-def _params_call(e: cst.CSTNode, model: Optional[str] = None) -> Optional[str]:
-    """The model of `model.parameters()` / `model.named_parameters()` (checked against `model` if given)."""
-    if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and not e.args \
-            and e.func.attr.value in ("parameters", "named_parameters"):
-        m = dotted_name(e.func.value)
-        if m is not None and (model is None or m == model):
-            return m
-    return None
-
-
-def _halves(small: cst.CSTNode, scale: Optional[str] = None) -> Optional[str]:
-    """The scale name of `S = S / 2`, `S /= 2`, `S = S * 0.5`, `S *= 0.5` (a scale-like name)."""
-    if isinstance(small, cst.AugAssign):
-        s = dotted_name(small.target)
-        v = literal_number(small.value)
-        ok = (isinstance(small.operator, cst.DivideAssign) and v == 2) or (
-            isinstance(small.operator, cst.MultiplyAssign) and v == 0.5)
-    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.BinaryOperation):
-        s = dotted_name(small.targets[0].target)
-        b = small.value
-        v = literal_number(b.right)
-        ok = dotted_name(b.left) == s and ((isinstance(b.operator, cst.Divide) and v == 2) or (
-            isinstance(b.operator, cst.Multiply) and v == 0.5))
-    else:
-        return None
-    if not ok or s is None or "scale" not in s.lower() or (scale is not None and s != scale):
-        return None
-    return s
-
-
-def _to_fp32(node: cst.CSTNode) -> bool:
-    """`x.float()`, `x.type(torch.cuda.FloatTensor)`, `x.to(torch.float32)` (or `...dtype=torch.float)`)."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
-        return False
-    attr = node.func.attr.value
-    if attr == "float":
-        return not node.args
-    args = [norm_code(a.value) for a in node.args]
-    if attr == "type":
-        return any("FloatTensor" in a or a in ("torch.float32", "torch.float") for a in args)
-    return attr == "to" and any(a in ("torch.float32", "torch.float") for a in args)
-
-
-def _grad_division(loop: cst.CSTNode, scale: Optional[str] = None) -> Optional[str]:
-    """The scale of `for p in ...: [if p.grad is not None:] p.grad(.data) = p.grad(.data) / S` (or `/= S`,
-    `.div_(S)`, `.mul_(1 / S)`)."""
-    if not isinstance(loop, cst.For) or loop.orelse is not None:
-        return None
-    var = dotted_name(loop.target)
-    body = loop.body
-    small = _one_stmt(body)
-    if small is None and isinstance(body, cst.IndentedBlock) and len(body.body) == 1 and isinstance(
-            body.body[0], cst.If) and body.body[0].orelse is None and "grad" in code_of(body.body[0].test):
-        small = _one_stmt(body.body[0].body)
-    if small is None or var is None:
-        return None
-    grads = {f"{var}.grad", f"{var}.grad.data"}
-    found: Optional[cst.BaseExpression] = None
-    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign) \
-            and dotted_name(small.target) in grads:
-        found = small.value
-    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and dotted_name(small.targets[0].target) in grads \
-            and isinstance(small.value, cst.BinaryOperation) and isinstance(small.value.operator, cst.Divide) \
-            and dotted_name(small.value.left) in grads:
-        found = small.value.right
-    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        c = small.value
-        if isinstance(c.func, cst.Attribute) and dotted_name(c.func.value) in grads and len(c.args) == 1:
-            arg = c.args[0].value
-            if c.func.attr.value == "div_":
-                found = arg
-            elif c.func.attr.value == "mul_" and isinstance(arg, cst.BinaryOperation) and isinstance(
-                    arg.operator, cst.Divide) and literal_number(arg.left) == 1:
-                found = arg.right
-    if found is None:
-        return None
-    s = dotted_name(found)
-    if s is None or not _is_scale(found) or (scale is not None and s != scale):
-        return None
-    return s
-
-
-class HandFp16:
+class HandFp16(HandFp16Findings):
     """Finds, and where it can migrates, hand-written fp16 training in one module.
 
     `mig` is the manual-scaling codemod's `_Migration` (plan, parents, index, report, options)."""
@@ -243,7 +56,7 @@ class HandFp16:
     def models(self) -> Set[str]:
         """Names whose `.parameters()` / `.named_parameters()` the module calls."""
         if self._models is None:
-            self._models = {m for m in (_params_call(c) for c in self.calls) if m}
+            self._models = {m for m in (params_call(c) for c in self.calls) if m}
         return self._models
 
     def model_casts(self) -> List[Tuple[cst.Call, str, cst.SimpleStatementLine]]:
@@ -297,121 +110,13 @@ class HandFp16:
         if not casts or "autocast" in code or "GradScaler" in code:
             return  # native AMP code: a `.half()` left there is the hazard lint's (A2A604)
         if not (self._loss_products() or self._master_copies()
-                or any(isinstance(n, cst.For) and _grad_division(n) for n in _walk(self.module))):
+                or any(isinstance(n, cst.For) and grad_division(n) for n in walk_all(self.module))):
             return  # a `.half()` model, but no sign of training it by hand
         reason = self._migrate(casts) if self.mig.ok(casts[0][0], "A2A506") else "A2A506 is not selected here"
         if reason is not None:
             self._report_sites(casts, reason)
 
     # -- findings only -------------------------------------------------------------------------
-    def _report_sites(self, casts, reason: str) -> None:
-        m = self.mig
-        gs, dev = m.gs, m.device
-        for c, model, _line in casts:
-            self.handled.add(id(c))
-            m.report(c, "A2A507", f"{model}.half(): hand-written fp16 training not migrated ({reason}). Keep "
-                     f"{model} fp32 and run forward + loss under torch.autocast(\"{dev}\", dtype=torch.float16, "
-                     "enabled=<the fp16 flag>); the optimizer then updates the fp32 weights themselves (numerics "
-                     "change: the weights are no longer rounded to fp16 after each step)")
-        cast_ids = {id(c) for c, _m, _l in casts}
-        for c in self.calls:
-            if isinstance(c.func, cst.Attribute) and c.func.attr.value == "half" and not c.args \
-                    and id(c) not in cast_ids:
-                self.handled.add(id(c))
-                m.report(c, "A2A507", f"{code_of(c)}: cast to fp16 by hand for the fp16 model; once the model "
-                         "stays fp32 under autocast, pass fp32 tensors (autocast casts per op)")
-        masters = self._master_copies()
-        for node, name, model in masters:
-            m.report(node, "A2A508", f"{name}: fp32 master copies of {model}'s parameters kept by hand; with "
-                     f"{model} fp32 under autocast, build the optimizer on {model}'s own parameters and remove "
-                     "the copies")
-        names = {name for _n, name, _m in masters}
-        in_loop_heads = {id(n) for f in _walk(self.module) if isinstance(f, cst.For) for n in _walk(f.iter)}
-        for c in self.calls:
-            if id(c) in in_loop_heads:
-                continue  # `for a, b in zip(copies, model.parameters())`: the loop is reported
-            args = [a.value for a in c.args]
-            if any(dotted_name(a) in names for a in args) and any(_params_call(a) for a in args):
-                callee = code_of(c.func)
-                m.report(c, "A2A508", f"{callee}(...) copies between the fp32 master copies and the fp16 model: "
-                         "remove it with the copies (GradScaler unscales the model's own gradients, and "
-                         "scaler.step skips a step whose gradients hold inf or NaN)")
-        for node in _walk(self.module):
-            if isinstance(node, cst.For):
-                heads = _walk(node.iter)
-                if any(dotted_name(n) in names for n in heads) and any(_params_call(n) for n in heads):
-                    m.report(node, "A2A508", "this loop copies between the fp32 master copies and the fp16 model: "
-                             "remove it with the copies")
-                s = _grad_division(node)
-                if s:
-                    m.report(node, "A2A509", f"gradients divided by {s} by hand: GradScaler unscales them "
-                             f"(scaler.unscale_(optimizer) where gradients are read before the step, else "
-                             "scaler.step(optimizer) does it)")
-            elif isinstance(node, cst.If):
-                body = node.body.body if isinstance(node.body, cst.IndentedBlock) else []
-                for st in body:
-                    if not isinstance(st, cst.SimpleStatementLine):
-                        continue
-                    s = next((h for h in (_halves(x) for x in st.body) if h), None)
-                    if s:
-                        m.report(node, "A2A509", f"loss scale {s} halved by hand on a bad gradient: "
-                                 f"{m.gs}(\"{dev}\", init_scale={s}, growth_interval={STATIC_INTERVAL}, "
-                                 "backoff_factor=0.5) does it, and also skips on inf (a NaN-only test lets inf "
-                                 "through); the statements after scaler.step still run on a skipped step")
-                        break
-        for site, loss, scale in self._loss_products():
-            self.handled.add(id(site))
-            owner = (dotted_name(scale) or "").rpartition(".")[0]
-            dynamic = getattr(m, "dynamic", {}).get(owner)
-            if dynamic:  # a hand-written dynamic scaler's scale (codemods/dynamic_scaler.py, A2A146)
-                m.report(site, "A2A509", f"{code_of(loss)} multiplied by {code_of(scale)} by hand: scaler = "
-                         f"{dynamic[:-1]}, enabled=<the fp16 flag>) and scaler.scale(loss).backward()")
-                continue
-            m.report(site, "A2A509", f"{code_of(loss)} multiplied by {code_of(scale)} by hand: "
-                     f"scaler = {gs}(\"{dev}\", init_scale={code_of(scale)}, growth_interval={STATIC_INTERVAL}, "
-                     "backoff_factor=0.5, enabled=<the fp16 flag>) and scaler.scale(loss).backward()")
-
-    def _master_copies(self) -> List[Tuple[cst.CSTNode, str, str]]:
-        """(statement, name, model) of `P = [...M.(named_)parameters()...clone/detach/data...float()...]`."""
-        out = []
-        for node in _walk(self.module):
-            if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
-                continue
-            name = dotted_name(node.targets[0].target)
-            if name is None:
-                continue
-            inner = _walk(node.value)
-            models = {m for m in (_params_call(n) for n in inner) if m}
-            attrs = {n.func.attr.value for n in inner if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)}
-            if models and any(_to_fp32(n) for n in inner) and attrs & {"clone", "detach", "new", "copy_"}:
-                out.append((node, name, sorted(models)[0]))
-        return out
-
-    def _loss_products(self) -> List[Tuple[cst.CSTNode, cst.BaseExpression, cst.BaseExpression]]:
-        """(site, loss, scale) of `(L * S).backward()`, `L = L * S` / `X = L * S` with `X.backward()`, `L *= S`."""
-        receivers: Set[str] = set()
-        out = []
-        for c in self.calls:
-            if isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward":
-                r = c.func.value
-                if isinstance(r, cst.Name):
-                    receivers.add(r.value)
-                else:
-                    parts = _scaled_operand(r)
-                    if parts:
-                        out.append((c, *parts))
-        for node in _walk(self.module):
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 \
-                    and dotted_name(node.targets[0].target) in receivers:
-                parts = _scaled_operand(node.value)
-                if parts:
-                    out.append((node.value, *parts))
-            elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.MultiplyAssign) \
-                    and dotted_name(node.target) in receivers and _is_scale(node.value):
-                out.append((node, node.target, node.value))
-        return out
-
-    # -- the migration -------------------------------------------------------------------------
     def _migrate(self, casts) -> Optional[str]:
         """Plan the whole migration and return None, or the reason it is not provably right."""
         if len(casts) != 1:
@@ -425,41 +130,41 @@ class HandFp16:
         if func is None:
             return "the cast is not inside a function"
         cast_if = self.parents.get(self.parents.get(cast_line))
-        if not (isinstance(cast_if, cst.If) and cast_if.orelse is None and _one_stmt(cast_if.body) is cast_line.body[0]):
+        if not (isinstance(cast_if, cst.If) and cast_if.orelse is None and one_stmt(cast_if.body) is cast_line.body[0]):
             return f"{model}.half() is not alone under an `if <fp16 flag>:`"
         flag = dotted_name(cast_if.test)
         if flag is None:
             return "the fp16 flag is not a name"
-        fnodes = _walk(func)
+        fnodes = walk_all(func)
         ifs = [n for n in fnodes if isinstance(n, cst.If)]
         # fp32 master copies: `if F: P = <copies> else: P = <the model's parameters>`
         copy_ifs = [i for i in ifs if norm_code(i.test) == flag and i is not cast_if
                     and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "float"
-                            for n in _walk(i.body))
-                    and any(_params_call(n, model) for n in _walk(i.body))]
+                            for n in walk_all(i.body))
+                    and any(params_call(n, model) for n in walk_all(i.body))]
         if len(copy_ifs) != 1:
             return f"no single `if {flag}:` making fp32 master copies of {model}'s parameters"
         copy_if = copy_ifs[0]
-        first = _one_stmt(copy_if.body)
+        first = one_stmt(copy_if.body)
         if not (isinstance(first, cst.Assign) and len(first.targets) == 1 and dotted_name(first.targets[0].target)):
             return "the master copies are not one assignment"
         master = dotted_name(first.targets[0].target)
         if isinstance(copy_if.orelse, cst.If):
             return (f"the fp32 master copies ({master}) also serve another mode ({code_of(copy_if.orelse.test)}), "
                     "so the copy helpers cannot go")
-        other = _one_stmt(copy_if.orelse.body) if isinstance(copy_if.orelse, cst.Else) else None
+        other = one_stmt(copy_if.orelse.body) if isinstance(copy_if.orelse, cst.Else) else None
         if not (isinstance(other, cst.Assign) and len(other.targets) == 1
                 and dotted_name(other.targets[0].target) == master
-                and any(_params_call(n, model) for n in _walk(other.value))
+                and any(params_call(n, model) for n in walk_all(other.value))
                 and not any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                             and n.func.attr.value in ("float", "clone", "detach", "half", "to", "cpu", "cuda")
-                            for n in _walk(other.value))):
+                            for n in walk_all(other.value))):
             return f"the fp32 path does not build {master} from {model}'s own parameters"
         # the scaled loss: `if F [and S != 1]: L = L * S`, then `L.backward()` in the same block
         scale_ifs = []
         for i in ifs:
-            small = _one_stmt(i.body)
-            parts = _scaled_operand(small.value) if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
+            small = one_stmt(i.body)
+            parts = scaled_operand(small.value) if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
             if parts and i.orelse is None and norm_code(small.targets[0].target) == norm_code(parts[0]) \
                     and self._flag_test(i.test, flag, dotted_name(parts[1])):
                 scale_ifs.append((i, dotted_name(parts[0]), dotted_name(parts[1])))
@@ -554,11 +259,11 @@ class HandFp16:
     def _calls_model(stmt: cst.CSTNode, model: str) -> bool:
         return any(isinstance(n, cst.Call) and (dotted_name(n.func) == model or (
             isinstance(n.func, cst.Attribute) and n.func.attr.value == "forward" and dotted_name(n.func.value) == model))
-            for n in _walk(stmt))
+            for n in walk_all(stmt))
 
     def _step_shape(self, step_if: cst.If, flag: str, model: str, master: str, scale: str, loop: cst.CSTNode):
         """(optimizer, grad helper, copy-back helper, NaN name, dropped log lines) of the fp16 step, or a reason."""
-        other = _one_stmt(step_if.orelse.body) if isinstance(step_if.orelse, cst.Else) else None
+        other = one_stmt(step_if.orelse.body) if isinstance(step_if.orelse, cst.Else) else None
         step = other.value if isinstance(other, cst.Expr) else None
         if not (isinstance(step, cst.Call) and not step.args and isinstance(step.func, cst.Attribute)
                 and step.func.attr.value == "step" and dotted_name(step.func.value)):
@@ -573,8 +278,8 @@ class HandFp16:
                                                              or self._flag_test(s.test, flag, scale)) \
                     and isinstance(s.body, cst.IndentedBlock) and len(s.body.body) == 1:
                 loop_node = s.body.body[0]
-            if isinstance(loop_node, cst.For) and _grad_division(loop_node, scale) \
-                    and _params_call(loop_node.iter, model):
+            if isinstance(loop_node, cst.For) and grad_division(loop_node, scale) \
+                    and params_call(loop_node.iter, model):
                 i += 1
         shape = f"the fp16 step is not `{master}` grads copy with a NaN test, halving, step, copy back"
         if i >= len(body):
@@ -627,13 +332,13 @@ class HandFp16:
         halved = 0
         logs: List[str] = []
         for x in smalls[:-1]:
-            if _halves(x, scale):
+            if halves(x, scale):
                 halved += 1
             elif isinstance(x, cst.Expr) and isinstance(x.value, cst.Call) and norm_code(x.value.func) in (
                     f"{model}.zero_grad", f"{opt}.zero_grad"):
                 continue
             elif isinstance(x, cst.Expr) and isinstance(x.value, cst.Call) and (dotted_name(x.value.func) or "").split(
-                    ".")[0] in _LOG_ROOTS:
+                    ".")[0] in LOG_ROOTS:
                 logs.append(code_of(x).strip())
             else:
                 return f"the NaN branch does more than log, halve {scale}, zero the gradients and continue"
@@ -669,7 +374,7 @@ class HandFp16:
         kept[0] = kept[0].with_changes(leading_lines=[*copy_if.leading_lines, *kept[0].leading_lines])
         plan.replace_stmt[copy_if] = kept
         dtype = "float16" if use_scaler else "bfloat16"
-        plan.wrap(block[start], block[end], _autocast_maker(m.device, dtype, flag, self.module.default_indent))
+        plan.wrap(block[start], block[end], flag_autocast_maker(m.device, dtype, flag, self.module.default_indent))
         plan.remove(scale_if)
         if use_scaler:
             plan.replace_stmt[back_line] = [back_line.with_changes(body=[cst.Expr(templates.expression(
@@ -688,8 +393,8 @@ class HandFp16:
                 f"backoff_factor=0.5, enabled={flag})\n"))
         for d in helper_defs:
             plan.remove(d)
-        self.handled.update(id(n) for n in _walk(scale_if))
-        self.handled.update(id(n) for n in _walk(back_line))
+        self.handled.update(id(n) for n in walk_all(scale_if))
+        self.handled.update(id(n) for n in walk_all(back_line))
         after = self._after_step(step_if, loops[0])
         later = [code_of(s).strip() for s in block[block.index(back_line) + 1:]
                  if isinstance(s, cst.SimpleStatementLine) and loss in names_read(s)]
@@ -708,12 +413,3 @@ class HandFp16:
                  f"(as before); unlike the removed `continue`, a skipped step still runs what follows"
                  + (f" ({', '.join(after)})" if after else "")
                  + (f"; the log line on a skipped step is gone ({'; '.join(dropped)})" if dropped else ""), fixed=True)
-
-
-def _autocast_maker(device: str, dtype: str, flag: str, indent: str) -> Callable[[List[cst.BaseStatement]], cst.With]:
-    def make(stmts: List[cst.BaseStatement]) -> cst.With:
-        head = templates.statement(
-            f"with torch.autocast(\"{device}\", dtype=torch.{dtype}, enabled={flag}):\n    pass\n")
-        assert isinstance(head, cst.With)
-        return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
-    return make

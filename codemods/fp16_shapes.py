@@ -1,0 +1,134 @@
+"""Shape predicates of hand-written fp16 training (codemods/manual_fp16.py): a loss scale and the loss
+multiplied by it, the gradient division loop, the scale halved, fp32 copies, `model.parameters()` calls,
+and the autocast wrapper under the fp16 flag."""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import libcst as cst
+
+from . import templates
+from .code_layout import indent_continuations
+from .names import code_of, dotted_name, literal_number, norm_code
+
+LOG_ROOTS = {"logger", "logging", "log", "print", "warnings", "tqdm"}
+
+
+def is_scale(e: cst.BaseExpression) -> bool:
+    """A loss scale: a name spelling `scale`, or a power of two of at least 8."""
+    v = literal_number(e)
+    if v is not None:
+        return v >= 8 and float(v).is_integer() and (int(v) & (int(v) - 1)) == 0
+    n = dotted_name(e)
+    return n is not None and "scale" in n.lower()
+
+
+def scaled_operand(e: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(loss, scale) of `loss * scale` / `scale * loss`."""
+    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
+        if is_scale(e.right) and not is_scale(e.left):
+            return e.left, e.right
+        if is_scale(e.left) and not is_scale(e.right):
+            return e.right, e.left
+    return None
+
+
+def one_stmt(block: cst.BaseSuite) -> Optional[cst.BaseSmallStatement]:
+    """The one small statement of a block holding exactly one simple statement."""
+    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and isinstance(
+            block.body[0], cst.SimpleStatementLine) and len(block.body[0].body) == 1:
+        return block.body[0].body[0]
+    return None
+
+
+def params_call(e: cst.CSTNode, model: Optional[str] = None) -> Optional[str]:
+    """The model of `model.parameters()` / `model.named_parameters()` (checked against `model` if given)."""
+    if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and not e.args \
+            and e.func.attr.value in ("parameters", "named_parameters"):
+        m = dotted_name(e.func.value)
+        if m is not None and (model is None or m == model):
+            return m
+    return None
+
+
+def halves(small: cst.CSTNode, scale: Optional[str] = None) -> Optional[str]:
+    """The scale name of `S = S / 2`, `S /= 2`, `S = S * 0.5`, `S *= 0.5` (a scale-like name)."""
+    if isinstance(small, cst.AugAssign):
+        s = dotted_name(small.target)
+        v = literal_number(small.value)
+        ok = (isinstance(small.operator, cst.DivideAssign) and v == 2) or (
+            isinstance(small.operator, cst.MultiplyAssign) and v == 0.5)
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.BinaryOperation):
+        s = dotted_name(small.targets[0].target)
+        b = small.value
+        v = literal_number(b.right)
+        ok = dotted_name(b.left) == s and ((isinstance(b.operator, cst.Divide) and v == 2) or (
+            isinstance(b.operator, cst.Multiply) and v == 0.5))
+    else:
+        return None
+    if not ok or s is None or "scale" not in s.lower() or (scale is not None and s != scale):
+        return None
+    return s
+
+
+def to_fp32(node: cst.CSTNode) -> bool:
+    """`x.float()`, `x.type(torch.cuda.FloatTensor)`, `x.to(torch.float32)` (or `...dtype=torch.float)`)."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    attr = node.func.attr.value
+    if attr == "float":
+        return not node.args
+    args = [norm_code(a.value) for a in node.args]
+    if attr == "type":
+        return any("FloatTensor" in a or a in ("torch.float32", "torch.float") for a in args)
+    return attr == "to" and any(a in ("torch.float32", "torch.float") for a in args)
+
+
+def grad_division(loop: cst.CSTNode, scale: Optional[str] = None) -> Optional[str]:
+    """The scale of `for p in ...: [if p.grad is not None:] p.grad(.data) = p.grad(.data) / S` (or `/= S`,
+    `.div_(S)`, `.mul_(1 / S)`)."""
+    if not isinstance(loop, cst.For) or loop.orelse is not None:
+        return None
+    var = dotted_name(loop.target)
+    body = loop.body
+    small = one_stmt(body)
+    if small is None and isinstance(body, cst.IndentedBlock) and len(body.body) == 1 and isinstance(
+            body.body[0], cst.If) and body.body[0].orelse is None and "grad" in code_of(body.body[0].test):
+        small = one_stmt(body.body[0].body)
+    if small is None or var is None:
+        return None
+    grads = {f"{var}.grad", f"{var}.grad.data"}
+    found: Optional[cst.BaseExpression] = None
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.DivideAssign) \
+            and dotted_name(small.target) in grads:
+        found = small.value
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and dotted_name(small.targets[0].target) in grads \
+            and isinstance(small.value, cst.BinaryOperation) and isinstance(small.value.operator, cst.Divide) \
+            and dotted_name(small.value.left) in grads:
+        found = small.value.right
+    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        c = small.value
+        if isinstance(c.func, cst.Attribute) and dotted_name(c.func.value) in grads and len(c.args) == 1:
+            arg = c.args[0].value
+            if c.func.attr.value == "div_":
+                found = arg
+            elif c.func.attr.value == "mul_" and isinstance(arg, cst.BinaryOperation) and isinstance(
+                    arg.operator, cst.Divide) and literal_number(arg.left) == 1:
+                found = arg.right
+    if found is None:
+        return None
+    s = dotted_name(found)
+    if s is None or not is_scale(found) or (scale is not None and s != scale):
+        return None
+    return s
+
+
+
+def flag_autocast_maker(device: str, dtype: str, flag: str,
+                        indent: str) -> Callable[[List[cst.BaseStatement]], cst.With]:
+    def make(stmts: List[cst.BaseStatement]) -> cst.With:
+        head = templates.statement(
+            f"with torch.autocast(\"{device}\", dtype=torch.{dtype}, enabled={flag}):\n    pass\n")
+        assert isinstance(head, cst.With)
+        return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
+    return make
