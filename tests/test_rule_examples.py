@@ -29,7 +29,6 @@ FILE_NAMES = {"A2A410": "launch.sh", "A2A223": "launch.sh", "A2A414": "config.ya
 # examples that cannot reproduce as written (strict xfail: one that starts to reproduce leaves the list)
 NOT_YET_TRUE = """
     A2A146 A2A313 A2A322 A2A324 A2A420 A2A502 A2A505 A2A506 A2A507 A2A508 A2A509 A2A602 A2A701
-    A2A803 A2A804 A2A805 A2A806 A2A807 A2A808 A2A809
 """.split()
 PENDING = {code: "example not yet rewritten to reproduce" for code in NOT_YET_TRUE}
 
