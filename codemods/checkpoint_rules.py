@@ -15,9 +15,61 @@ under the same keyword, so the checkpoint key still matches the one the save wri
 live in another module of the run; without proof of what it does with the value, nothing changes
 (A2A136).""",
     before="""
-restart_from_checkpoint(path, run_variables=to_restore, state_dict=model, optimizer=optimizer, amp=apex.amp)""",
+# file: utils.py
+import torch
+
+
+def restart_from_checkpoint(path, **kwargs):
+    checkpoint = torch.load(path, map_location="cpu")
+    for key, value in kwargs.items():
+        if key in checkpoint and value is not None:
+            value.load_state_dict(checkpoint[key])
+
+# file: train.py
+import torch
+from apex import amp
+
+from utils import restart_from_checkpoint
+
+
+def main(args, model, optimizer, loader):
+    if args.use_fp16:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    restart_from_checkpoint(args.checkpoint, state_dict=model, optimizer=optimizer, amp=amp)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        if args.use_fp16:
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+        else:
+            loss.backward()
+        optimizer.step()
+    save_dict = {"state_dict": model.state_dict(), "optimizer": optimizer.state_dict()}
+    if args.use_fp16:
+        save_dict["amp"] = amp.state_dict()
+    torch.save(save_dict, args.checkpoint)""",
     after="""
-restart_from_checkpoint(path, run_variables=to_restore, state_dict=model, optimizer=optimizer, amp=scaler)""")
+# file: train.py
+import torch
+
+from utils import restart_from_checkpoint
+
+
+def main(args, model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda", enabled=bool(args.use_fp16))
+    restart_from_checkpoint(args.checkpoint, state_dict=model, optimizer=optimizer, amp=scaler)
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16, enabled=bool(args.use_fp16)):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    save_dict = {"state_dict": model.state_dict(), "optimizer": optimizer.state_dict()}
+    if args.use_fp16:
+        save_dict["amp"] = scaler.state_dict()
+    torch.save(save_dict, args.checkpoint)""")
 
 PAIR_KEPT = rule(
     "A2A136", "checkpoint-save-restore-kept-together", "amp state save and restore left unmigrated together",
@@ -31,8 +83,29 @@ than `state_dict`/`load_state_dict`), the save and every restore of the module a
 each site is reported. Migrate the helper (or pass it the GradScaler) by hand, or run the tool on the
 helper's module too, then rerun.""",
     before="""
-save_dict["amp"] = amp.state_dict()
-restore(path, amp=amp)  # restore() lives in a module outside the run""",
+import torch
+from apex import amp
+
+from utils import restart_from_checkpoint  # utils.py is not in this run
+
+
+def main(args, model, optimizer, loader):
+    if args.use_fp16:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    restart_from_checkpoint(args.checkpoint, state_dict=model, optimizer=optimizer, amp=amp)
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        if args.use_fp16:
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+        else:
+            loss.backward()
+        optimizer.step()
+    save_dict = {"state_dict": model.state_dict(), "optimizer": optimizer.state_dict()}
+    if args.use_fp16:
+        save_dict["amp"] = amp.state_dict()
+    torch.save(save_dict, args.checkpoint)""",
     after="""
 # (unchanged: both sites reported)""")
 
@@ -44,7 +117,27 @@ AMP_VALUE_KEPT = rule(
 apex functions on it, which a GradScaler does not have, and once `import apex` is gone the name
 dangles. The module's amp code is left as it is; migrate the receiver to take a GradScaler, then rerun.""",
     before="""
-trainer = Trainer(model, optimizer, amp_module=amp)""",
+import torch
+from apex import amp
+
+
+def backward_and_save(loss, optimizer, path, amp_module):
+    with amp_module.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    optimizer.step()
+    torch.save({"amp": amp_module.state_dict()}, path)
+
+
+def train(model, optimizer, loader, path):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    torch.save({"model": model.state_dict(), "amp": amp.state_dict()}, path)
+    backward_and_save(loss, optimizer, path, amp_module=amp)""",
     after="""
 # (unchanged: reported)""")
 
