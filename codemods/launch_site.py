@@ -34,8 +34,13 @@ class it creates, or a spawn whose result is used cannot be mapped to torchrun
 mechanically. Nor can a spawn whose function joins the process group with a rank or world size that
 apex2amp cannot match to torchrun's RANK / WORLD_SIZE (A2A409 names it): converting the launch but not
 the init would start processes that disagree about their ranks, while the mp.spawn program still
-works as it is. Call the function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group
-read env://, and launch with torchrun.""",
+works as it is. Nor can a spawn whose parent does what only one process may do: create the run's
+folder with os.makedirs (no exist_ok), which every torchrun process would then race to create, or
+install signal handlers (SLURM's preemption requeue), which torchrun's agent, the process the
+scheduler signals, never runs. Where the spawned function is another module's and pass 1 found its
+init_process_group, the finding names that file and line: both change together, by hand. Call the
+function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group read env://, and launch
+with torchrun.""",
      before="""
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -75,9 +80,11 @@ rule("A2A413", "spawn-init-in-other-module", "the spawned worker may join the pr
      why="""
 The spawned function calls a function imported from another module of the project (a `setup(rank,
 world_size)` or `init_distributed(args)` helper), and nothing in this file calls init_process_group.
-That helper probably joins the process group, so this is a distributed launch, but its rank, world size
-and init_method are in a file this one cannot show, and converting only the launch would leave them
-fighting torchrun's. Convert both by hand: call the worker with int(os.environ["LOCAL_RANK"]), let the
+That helper probably joins the process group (when pass 1 saw its init_process_group, the finding
+names its file and line; a class of this file whose methods call the helper, or a name from a `from
+<project module> import *`, counts too), so this is a distributed launch, but its rank, world size
+and init_method are in another file, and converting only the launch would leave them fighting
+torchrun's. Convert both by hand: call the worker with int(os.environ["LOCAL_RANK"]), let the
 helper's init_process_group read env:// (drop init_method, rank, world_size and MASTER_ADDR/PORT), and
 launch with the torchrun line the finding names.""",
      before="""
