@@ -119,8 +119,9 @@ class ClipPlanning(AmpPlanState):
                 elif window is not None:
                     self.report(clip, R.CLIP_ELSEWHERE, f"a path from this clip can leave before "
                                 f"`{step[3] if per_opt else opt}.step()` (a `return`, `continue` or `break` between "
-                                "them): `scaler.unscale_` before the clip must be followed by `scaler.step` and "
-                                "`scaler.update()` on every path; clip only where the step follows, by hand")
+                                "them, such as a `continue` on the micro-batches that do not step): `scaler.unscale_` "
+                                "before the clip must be followed by `scaler.step` and `scaler.update()` on every "
+                                f"path; move the clip next to the step, after `scaler.unscale_({opt})`, by hand")
                 else:
                     self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at "
                                 f"the boundary: move it next to the step after `scaler.unscale_({opt})`")
