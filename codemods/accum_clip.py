@@ -73,6 +73,7 @@ def guard_unit(clip_stmt: cst.CSTNode, parent: Parent) -> cst.CSTNode:
         body = parent(unit)
         owner = parent(body) if isinstance(body, cst.IndentedBlock) else None
         if not (isinstance(owner, cst.If) and owner.body is body and len(body.body) == 1 and owner.orelse is None
+                and isinstance(parent(owner), (cst.IndentedBlock, cst.Module))  # not an `elif`
                 and not any(isinstance(n, (cst.Call, cst.NamedExpr, cst.Await, cst.Yield))
                             for n in iter_nodes(owner.test))):
             return unit

@@ -108,7 +108,7 @@ class ClipPlanning(AmpPlanState):
                                                                       collapsed):
                 continue
             if step is not None and window is None or \
-                    step is not None and window is not None and self._exits_before_step(window, target_stmt, step[1]):
+                    step is not None and window is not None and self._exits_before_step(window, target_stmt, anchor):
                 gate = self._step_gate_after(target_stmt, step[1]) if window is None else None
                 if gate is not None:
                     self.report(clip, R.CLIP_ELSEWHERE, f"`{step[3] if per_opt else opt}.step()` runs only under "
@@ -116,6 +116,12 @@ class ClipPlanning(AmpPlanState):
                                 "clip: `scaler.unscale_` before the clip, `scaler.step` and `scaler.update()` must "
                                 "run on the same path (GradScaler already skips non-finite steps: a finite-norm test "
                                 "can go; an accumulation boundary must hold the clip too)")
+                elif window is not None:
+                    self.report(clip, R.CLIP_ELSEWHERE, f"a path from this clip can leave before "
+                                f"`{step[3] if per_opt else opt}.step()` (a `return`, `continue` or `break` between "
+                                "them, such as a `continue` on the micro-batches that do not step): `scaler.unscale_` "
+                                "before the clip must be followed by `scaler.step` and `scaler.update()` on every "
+                                f"path; move the clip next to the step, after `scaler.unscale_({opt})`, by hand")
                 else:
                     self.report(clip, R.CLIP_ELSEWHERE, f"clip runs on every micro-batch but `{opt}.step()` only at "
                                 f"the boundary: move it next to the step after `scaler.unscale_({opt})`")

@@ -55,3 +55,18 @@ def test_unsafe_fix_equals_hand_migration(rewritten, mode, max_norm):
     t = [(r["losses"], r["skipped"], r["scale"]) for r in tool[0]]
     h = [(r["losses"], r["skipped"], r["scale"]) for r in hand[0]]
     assert len(h) == 10 and t == h
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["fp32", "fp16"])
+@pytest.mark.parametrize("max_norm", ["0.3", "0"])
+def test_single_guarded_clip_moves_with_its_guard(rewritten, mode, max_norm):
+    """One clip under `if args.max_grad_norm > 0:` on apex's master params (no fp32 branch): the guard moves
+    with it to the boundary, the clip on the optimizer's parameters."""
+    text = _read(os.path.join(rewritten, "train_single.py"))
+    assert "amp.master_params(" not in text and text.count("            if args.max_grad_norm > 0:\n") == 1
+    args = mode + ["--max-grad-norm", max_norm]
+    tool = collect_losses(rewritten, "train_single.py", args, steps=10, device="cpu")
+    hand = collect_losses(os.path.join(CASE, "migrated"), "train_single.py", args, steps=10, device="cpu")
+    t = [(r["losses"], r["skipped"], r["scale"]) for r in tool[0]]
+    h = [(r["losses"], r["skipped"], r["scale"]) for r in hand[0]]
+    assert len(h) == 10 and t == h
