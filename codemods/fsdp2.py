@@ -23,8 +23,6 @@ from .base import Codemod, FileContext
 from .fsdp2_blocks import BlockSharding
 from .fsdp2_checkpoints import CheckpointPlanning
 from .fsdp2_imports import fix_imports
-from .fsdp2_no_sync import NoSyncPlanning
-from .fsdp2_optimizer import OptimizerMoves
 from .fsdp2_policy import PolicyPlanning
 from .fsdp2_rules import CODES
 from .fsdp2_state import DDP_NAMES, Apply, Refuse, all_nodes
@@ -55,7 +53,7 @@ class FullyShardTarget(Codemod):
             return module
 
 
-class _Site(PolicyPlanning, OptimizerMoves, BlockSharding, CheckpointPlanning, NoSyncPlanning):
+class _Site(PolicyPlanning, BlockSharding, CheckpointPlanning):
     """One file's fsdp2 migration, planned on the original tree, then applied at once."""
 
     # -- the migration ---------------------------------------------------------------------------

@@ -7,15 +7,18 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from .fsdp2_state import Apply, Fsdp2State, Hoisted, Refuse, all_nodes
+from .fsdp2_no_sync import NoSyncPlanning
+from .fsdp2_optimizer import OptimizerMoves
+from .fsdp2_state import Apply, Hoisted, Refuse, all_nodes
 from .names import code_of, dotted_name
 
 RANK_WORDS = ("rank", "main_process", "master", "is_main", "primary")
 FULL = "StateDictOptions(full_state_dict=True)"
 
 
-class CheckpointPlanning(Fsdp2State):
-    """The checkpoint and `.module` step of the fsdp2 migration."""
+class CheckpointPlanning(OptimizerMoves, NoSyncPlanning):
+    """The checkpoint and `.module` step of the fsdp2 migration (it reads the optimizers' names and
+    plans the `no_sync` blocks of the statements it visits)."""
 
     def _rewrite_uses(self, stmt: cst.CSTNode, names: Set[str], target: str) -> cst.CSTNode:
         """A moved statement, with its checkpoint loads rewritten (it now runs after the sharding)."""

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 
 class HazardState(Visitor):
+    """The per-file state of the hazard checks; `_report` reports a node once, for an enabled,
+    unsuppressed rule."""
+
     def __init__(self, ctx: FileContext, wrapper: cst.MetadataWrapper, autocast_file: bool, fp16_file: "FileText"):
         self.ctx = ctx
         self.wrapper = wrapper
