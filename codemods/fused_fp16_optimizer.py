@@ -105,13 +105,16 @@ class LegacyFp16Optimizer:
         why = self._migrate()
         if why is None:
             return {id(c) for c in self.wrappers}
-        gs = f"{m.gs}(\"{m.device}\", init_scale=2.0**16, growth_interval=1000, enabled=<the fp16 flag>)"
         for c in self.wrappers:
+            static = next((a.value for a in c.args if a.keyword is not None
+                           and a.keyword.value == "static_loss_scale"), None)
+            scale, interval = (code_of(static), STATIC_INTERVAL) if static is not None else DYNAMIC
+            gs = f"{m.gs}(\"{m.device}\", init_scale={scale}, growth_interval={interval}, enabled=<the fp16 flag>)"
             m.report(c, "A2A502", f"apex.optimizers.FP16_Optimizer (apex < 0.1's wrapper of FusedAdam) not rewritten: "
                      f"{why}. Migrate by hand: keep the model fp32 (drop `.half()`), torch.autocast(\"{m.device}\", "
-                     f"dtype=torch.float16, enabled=<the fp16 flag>) around forward + loss, scaler = {gs} "
-                     f"(static_loss_scale=S: init_scale=S, growth_interval={STATIC_INTERVAL}), optimizer.backward(loss) "
-                     "-> scaler.scale(loss).backward(), optimizer.step() -> scaler.step(optimizer); scaler.update()")
+                     f"dtype=torch.float16, enabled=<the fp16 flag>) around forward + loss, scaler = {gs}, "
+                     "optimizer.backward(loss) -> scaler.scale(loss).backward(), optimizer.step() -> "
+                     "scaler.step(optimizer); scaler.update()")
         for c in self.adams:
             m.report(c, "A2A304", f"FusedAdam here is apex < 0.1's (this module uses apex.optimizers.FP16_Optimizer) "
                      f"and is left with its wrapper: {self._adam_note(c)}")

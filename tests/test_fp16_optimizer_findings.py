@@ -28,6 +28,6 @@ def test_a_vendored_copy_is_reported_once_and_deepspeed_is_not():
 def test_the_fused_adam_wrapper_names_each_calls_scaler():
     found = {f["line"]: f["message"] for f in _findings("fp16_optimizer_fused_adam_wrapper.unchanged.py")}
     assert sorted(found) == [15, 17]
-    assert 'GradScaler("cuda", init_scale=2.0**16, growth_interval=1000)' in found[15]
-    assert 'GradScaler("cuda", init_scale=args.loss_scale, growth_interval=2**30)' in found[17]
+    assert 'GradScaler("cuda", init_scale=2.0**16, growth_interval=1000, enabled=<the fp16 flag>)' in found[15]
+    assert 'GradScaler("cuda", init_scale=args.loss_scale, growth_interval=2**30, enabled=<the fp16 flag>)' in found[17]
     assert "max_grad_norm" in found[15]
