@@ -117,8 +117,9 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
             return
         init = next((s for s in live if s.kind == "initialize"), None)
         if init is not None and self.use_scaler and not self.scaler_global and not self.scaler_is_attr and \
-                all(s.kind == "initialize" for s in live) and not self._steps and not self._threaded_calls:
-            # nothing here scales, steps or passes the scaler on: the backward and the step are in code
+                not any(s.kind == "scale_loss" for s in live) and not self._steps and not self._threaded_calls:
+            # nothing here scales, steps or passes the scaler on (a registry call such as
+            # `amp.register_half_function` beside it is no step): the backward and the step are in code
             # this run does not rewrite, which still needs the amp state
             self.report(init.call, R.STEP_MISSING, "no backward or step of the amp optimizer in this module and no "
                                                    "function of this run takes the scaler: the training step lives "
