@@ -104,13 +104,17 @@ class LegacyFp16Optimizer:
         why = self._migrate()
         if why is None:
             return {id(c) for c in self.wrappers}
-        gs = f"{m.gs}(\"{m.device}\", init_scale=2.0**16, growth_interval=1000, enabled=<the fp16 flag>)"
         for c in self.wrappers:
+            args, _note = self._scaler_args(c)
+            init, interval = args or ("2.0**16", "1000")
+            gs = f"{m.gs}(\"{m.device}\", init_scale={init}, growth_interval={interval})"
+            if args is None:
+                gs += f" (a static_loss_scale S: init_scale=S, growth_interval={STATIC_INTERVAL})"
             m.report(c, "A2A502", f"apex.optimizers.FP16_Optimizer (apex < 0.1's wrapper of FusedAdam) not rewritten: "
                      f"{why}. Migrate by hand: keep the model fp32 (drop `.half()`), torch.autocast(\"{m.device}\", "
-                     f"dtype=torch.float16, enabled=<the fp16 flag>) around forward + loss, scaler = {gs} "
-                     f"(static_loss_scale=S: init_scale=S, growth_interval={STATIC_INTERVAL}), optimizer.backward(loss) "
-                     "-> scaler.scale(loss).backward(), optimizer.step() -> scaler.step(optimizer); scaler.update()")
+                     f"dtype=torch.float16) around forward + loss, scaler = {gs} (with enabled=<the fp16 flag> "
+                     "where a flag selects fp16), optimizer.backward(loss) -> scaler.scale(loss).backward(), "
+                     "optimizer.step() -> scaler.step(optimizer); scaler.update()")
         for c in self.adams:
             m.report(c, "A2A304", f"FusedAdam here is apex < 0.1's (this module uses apex.optimizers.FP16_Optimizer) "
                      f"and is left with its wrapper: {self._adam_note(c)}")
@@ -132,8 +136,8 @@ class LegacyFp16Optimizer:
         if "eps_inside_sqrt" in val and _lit_bool(val["eps_inside_sqrt"]) is not False:
             notes.append("eps_inside_sqrt has no torch option")
         if not notes:
-            notes.append("otherwise torch.optim.AdamW(params, lr, betas=..., eps=..., weight_decay=<its value, or "
-                         "0.0>)")
+            notes.append("with the wrapper gone it maps to torch.optim.AdamW(params, lr, betas=..., eps=..., "
+                         "weight_decay=<its value, or 0.0>)")
         return "; ".join(notes)
 
     def _adamw(self, call: cst.Call) -> Tuple[Optional[cst.Call], str]:
