@@ -28,6 +28,7 @@ from .amp_plan_region import FORBIDDEN_IN_REGION, RegionPlanning
 from .amp_plan_scale_loss import ScaleLossPlanning
 from .amp_plan_state import AMP, BF16_SWITCHED, CALLERS_KEEP_AMP, CORE_CODES, AmpPlanState
 from .amp_plan_steps import StepPlanning
+from .amp_object_attr_rewrite import plan_setter
 from .amp_plan_threading import ThreadingPlanning
 
 __all__ = ["AMP", "BF16_SWITCHED", "CALLERS_KEEP_AMP", "CLIP_FUNCS", "CORE_CODES", "DROPPED_INIT_KWARGS",
@@ -54,6 +55,8 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
             self._abort_all(leftovers=False)  # the sites are left to rules this run's selection leaves out
             return
         if self._held_or_kept():
+            return
+        if plan_setter(self):  # apex amp stored on an object for another module (codemods/amp_object_attr.py)
             return
         self.drop_apex_branches()
         amp_dead_modes.drop_unselectable_apex_branches(self, R.UNSELECTABLE_APEX_MODE)  # `self.backend == "apex"`
@@ -137,7 +140,7 @@ class ApexAmpToTorchAmp(Codemod):
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418",
-                                                           "A2A180")  # codemods/amp_handle_rules.py
+                                                           "A2A180", "A2A181")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

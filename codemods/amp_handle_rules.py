@@ -43,3 +43,29 @@ def main():
 
 if __name__ == "__main__":
     main()""")
+
+HANDLE_ON_OBJECT = rule(
+    "A2A181", "apex-amp-stored-on-object", "apex amp stored on an object (`model.amp = amp`) -> a GradScaler attribute",
+    fixes=True, severity=FIX,
+    why="""
+Some trainers (argus models) keep apex amp itself on the model object: a helper module runs
+`amp.initialize` on the object's members and stores `model.amp = amp`; the model class starts with
+`self.amp = None` and calls `self.amp.scale_loss(loss, self.optimizer)` when it is set. The migration
+spans both modules: the helper stores `model.scaler = torch.amp.GradScaler("cuda")` instead (the
+initialize goes; the model stays fp32), the class starts with a disabled GradScaler, tests
+`self.scaler.is_enabled()`, calls `self.scaler.scale(loss).backward()`, steps through
+`self.scaler.step(self.optimizer)` + `self.scaler.update()`, and runs the forward and loss under
+`torch.autocast(..., enabled=self.scaler.is_enabled())`. apex2amp does this only when the whole run
+has one such helper and one such class, they agree on the optimizer attribute, and no other code of
+the run reads or stores the handle attribute or a `.scaler` attribute; otherwise it reports A2A124
+and A2A125 and changes nothing.""",
+    before="""
+# utils.py
+def initialize_amp(model, opt_level="O1"):
+    from apex import amp
+    model.net, model.optimizer = amp.initialize(model.net, model.optimizer, opt_level=opt_level)
+    model.amp = amp""",
+    after="""
+# utils.py
+def initialize_amp(model, opt_level="O1"):
+    model.scaler = torch.amp.GradScaler("cuda")""")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set
 
+from codemods import amp_object_attr
 from codemods.records import RepoFacts
 
 from .name_search import NameSearch
@@ -93,4 +94,6 @@ class FactsIndex:
         if b"apex" in has and (b"raise" in has or b"assert" in has) and \
                 any(m != module_name for m in facts.unmigrated_amp):
             return True
-        return any(n in has for n in self._spawn)
+        if any(n in has for n in self._spawn):
+            return True
+        return amp_object_attr.mentions(data, facts.extra)  # apex amp stored on an object
