@@ -126,11 +126,39 @@ class User:
         self.steps: List[cst.BaseStatement] = []
 
 
+def _parsed_args(index: ModuleIndex) -> set:
+    """ids of the functions' local names bound only by `name = <parser>.parse_args(...)` there (an
+    argparse namespace: its `.amp` is a command-line flag, never the handle)."""
+    good: Dict[Tuple[int, str], bool] = {}
+    for node in index.names:
+        p = index.parent(node)
+        func = index.enclosing_function(node)
+        if func is None:
+            continue
+        key = (id(func), node.value)
+        if isinstance(p, cst.AssignTarget) and p.target is node:
+            small = index.parent(p)
+            v = small.value if isinstance(small, cst.Assign) else None
+            ok = isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value == "parse_args"
+            good[key] = good.get(key, True) and ok
+        elif isinstance(p, (cst.Param, cst.For, cst.AsName, cst.NamedExpr, cst.Global, cst.Nonlocal)) or \
+                isinstance(p, (cst.Element, cst.StarredElement)) and isinstance(index.parent(index.parent(p)), cst.AssignTarget):
+            good[key] = False
+    return {k for k, ok in good.items() if ok}
+
+
 def _handle_nodes(index: ModuleIndex) -> Dict[str, List[cst.Attribute]]:
-    """attr -> its `.attr` nodes, for the attributes that may hold the handle."""
+    """attr -> its `.attr` nodes, for the attributes that may hold the handle (not torch's `amp`
+    modules, not an argparse namespace's `--amp` flag)."""
     out: Dict[str, List[cst.Attribute]] = {}
+    parsed = None
     for node in index.attributes:
         if _handle_attr(node.attr.value) and (dotted_name(node.value) or "") not in TORCH_AMP_RECEIVERS:
+            if isinstance(node.value, cst.Name):
+                parsed = _parsed_args(index) if parsed is None else parsed
+                func = index.enclosing_function(node)
+                if func is not None and (id(func), node.value.value) in parsed:
+                    continue
             out.setdefault(node.attr.value, []).append(node)
     return out
 
