@@ -28,6 +28,8 @@ from .amp_plan_region import FORBIDDEN_IN_REGION, RegionPlanning
 from .amp_plan_scale_loss import ScaleLossPlanning
 from .amp_plan_state import AMP, BF16_SWITCHED, CALLERS_KEEP_AMP, CORE_CODES, AmpPlanState
 from .amp_plan_steps import StepPlanning
+from .amp_object_attr_rewrite import plan_setter
+from .amp_float_function import FLOAT_HELPER, helper_code as float_helper_code
 from .amp_plan_threading import ThreadingPlanning
 
 __all__ = ["AMP", "BF16_SWITCHED", "CALLERS_KEEP_AMP", "CLIP_FUNCS", "CORE_CODES", "DROPPED_INIT_KWARGS",
@@ -54,6 +56,8 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
             self._abort_all(leftovers=False)  # the sites are left to rules this run's selection leaves out
             return
         if self._held_or_kept():
+            return
+        if plan_setter(self):  # apex amp stored on an object for another module (codemods/amp_object_attr.py)
             return
         self.drop_apex_branches()
         amp_dead_modes.drop_unselectable_apex_branches(self, R.UNSELECTABLE_APEX_MODE)  # `self.backend == "apex"`
@@ -138,7 +142,7 @@ class ApexAmpToTorchAmp(Codemod):
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418",
-                                                           "A2A180")  # codemods/amp_handle_rules.py
+                                                           "A2A180", "A2A181", "A2A182")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 
@@ -161,6 +165,8 @@ class ApexAmpToTorchAmp(Codemod):
             new = ensure_imports(new, ["torch"])
         if a.needs_forward_helper:
             new = add_helper_function(new, FORWARD_HELPER, FORWARD_HELPER_CODE)
+        if getattr(a, "needs_float_helper", False):  # codemods/amp_float_function.py
+            new = add_helper_function(new, FLOAT_HELPER, float_helper_code(ctx.options.device))
         return new
 
 

@@ -5,6 +5,8 @@ import libcst as cst
 
 from . import apex_flag_state
 from . import amp_rules as R
+from .amp_float_function import FLOAT_HELPER
+from .amp_handle_rules import FLOAT_FUNCTION
 from .amp_old_init import plan_old_init
 from .names import arg_by
 from .amp_plan_state import AMP, AmpPlanState, code_of, parse_expr
@@ -76,6 +78,12 @@ class MemberPlanning(AmpPlanState):
                 if self._plan_get_scale(call):
                     continue
                 self.report(call, R.INTERNALS, f"apex internal `{k}`: no native equivalent")
+            elif k == "float_function" and len(call.args) == 1 and call.args[0].keyword is None and \
+                    self.ctx.enabled(FLOAT_FUNCTION.code):
+                self.plan.replace_node[call.func] = cst.Name(FLOAT_HELPER)  # codemods/amp_float_function.py
+                self.needs_torch = self.needs_float_helper = True
+                self.report(call, FLOAT_FUNCTION, f"`amp.float_function(...)` -> `{FLOAT_HELPER}(...)` (fp32 "
+                                                  "arguments, autocast off inside; added to this file)", fixed=True)
             elif k.startswith(("register_", "half_function", "float_function", "promote_function", "bfloat16_function")):
                 self.report(call, R.REGISTER, f"`amp.{k}`: autocast has no function registry")
             elif k in ("initialize", "scale_loss"):
@@ -111,6 +119,12 @@ class MemberPlanning(AmpPlanState):
         def visit_Decorator(n: cst.Decorator) -> None:
             d = n.decorator.func if isinstance(n.decorator, cst.Call) else n.decorator
             for q in table.qualified_names(d):
+                if q == AMP + ".float_function" and d is n.decorator and outer.ctx.enabled(FLOAT_FUNCTION.code):
+                    outer.plan.replace_node[n.decorator] = cst.Name(FLOAT_HELPER)  # codemods/amp_float_function.py
+                    outer.needs_torch = outer.needs_float_helper = True
+                    outer.report(n, FLOAT_FUNCTION, f"`@amp.float_function` -> `@{FLOAT_HELPER}` (fp32 arguments, "
+                                                    "autocast off inside; added to this file)", fixed=True)
+                    break
                 if q.startswith(AMP + "."):
                     outer.report(n, R.REGISTER, f"`@{q.replace('apex.amp.', 'amp.')}`: autocast has no "
                                                 f"function registry; use `torch.amp.custom_fwd` or a disabled "

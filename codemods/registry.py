@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from . import (amp, amp_unresolved, apex_mentions, apex_modules, apex_parallel, checkpoint_followup, checkpoint_lint,
-               cuda_amp, fsdp2, hazards, imports, launch, launch_lines, lint_autocast_modes, manual_scaling, scaler_calls)
+from . import (amp, amp_object_attr_rewrite, amp_unresolved, apex_mentions, apex_modules, apex_parallel,
+               checkpoint_followup, checkpoint_lint, cuda_amp, fsdp2, hazards, imports, launch, launch_lines,
+               lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
 
 
@@ -18,6 +19,7 @@ def all_codemods() -> List[Codemod]:
     return [
         cuda_amp.DeprecatedCudaAmpToTorchAmp(),
         amp.ApexAmpToTorchAmp(),
+        amp_object_attr_rewrite.HandleOnObject(),  # before amp_unresolved: a migrated handle is no finding
         amp_unresolved.UnresolvedAmpApi(),
         apex_modules.ApexModulesToTorch(),
         manual_scaling.ManualLossScalingToGradScaler(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set
 
+from codemods import amp_object_attr
 from codemods.records import RepoFacts
 
 from .name_search import NameSearch
@@ -94,4 +95,6 @@ class FactsIndex:
         if b"apex" in has and (b"raise" in has or b"assert" in has) and \
                 any(m != module_name for m in facts.unmigrated_amp):
             return True
-        return b"spawn" in has and any(n in has for n in self._spawn)  # only a file that spawns reads them
+        if b"spawn" in has and any(n in has for n in self._spawn):  # only a file that spawns reads them
+            return True
+        return amp_object_attr.mentions(data, facts.extra)  # apex amp stored on an object

@@ -118,7 +118,10 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
             any(m != module_name for m in facts.unmigrated_amp):
         return True  # an apex install check that stays while another module keeps apex (A2A175)
     # a function that joins the process group (codemods/launch_facts.py): only a file that spawns reads it
-    return b"spawn" in data and any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries)
+    if b"spawn" in data and any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries):
+        return True
+    from codemods.amp_object_attr import mentions
+    return mentions(data, facts.extra)  # apex amp stored on an object
 
 
 def candidate(data: bytes, codemods: Sequence["Codemod"], select: Callable[[str], bool]) -> Optional[Present]:
@@ -174,9 +177,13 @@ def fact_needles(facts: Optional[RepoFacts]) -> Tuple[bytes, ...]:
     if facts.unmigrated_amp:
         needles.add(b"initialize")
         needles.add(b"apex")  # an install check that stays (A2A175)
+    from codemods.amp_object_attr import needles as handle_needles
+    needles.update(handle_needles(facts.extra))  # apex amp stored on an object
     return tuple(sorted(needles))
 
 
 def has_fact_names(facts: Optional[RepoFacts]) -> bool:
     """Whether pass 1 published names that make other files' call sites need pass 2."""
-    return bool(fact_names(facts)) or bool(facts and facts.unmigrated_amp)
+    from codemods.amp_object_attr import needles as handle_needles
+    return bool(fact_names(facts)) or bool(facts and facts.unmigrated_amp) or \
+        bool(facts and handle_needles(facts.extra))  # apex amp stored on an object
