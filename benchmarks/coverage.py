@@ -106,12 +106,17 @@ def measure(tree: str) -> Dict[str, object]:
                          cwd=work, capture_output=True, text=True)
     report = json.loads(out.stdout or "{}")
     open_lines: Dict[str, set] = {}
+    open_codes: Dict[Tuple[str, int], set] = {}
     for fr in report.get("files", []):
         rel = os.path.relpath(os.path.realpath(os.path.join(work, fr["path"])), os.path.realpath(work))
-        open_lines.setdefault(rel, set()).update(
-            f.get("original_line") or f["line"] for f in fr["findings"] if not f["fixed"])
+        for f in fr["findings"]:
+            if not f["fixed"]:
+                line = f.get("original_line") or f["line"]
+                open_lines.setdefault(rel, set()).add(line)
+                open_codes.setdefault((rel, line), set()).add(f["code"])
     totals = Counter()
     silent: List[str] = []
+    reported_at: List[str] = []
     for rel, text in before.items():
         with open(os.path.join(work, rel), encoding="utf-8", errors="replace") as f:
             after_text = f.read()
@@ -138,17 +143,21 @@ def measure(tree: str) -> Dict[str, object]:
                 totals["migrated"] += 1
             elif any(abs(line - r) <= 2 for r in reported) or enclosing_lines(text, line) & reported:
                 totals["reported"] += 1
+                near = [r for r in reported if abs(line - r) <= 2] or sorted(enclosing_lines(text, line) & reported)
+                codes = sorted(set().union(*(open_codes.get((rel, r), set()) for r in near)))
+                reported_at.append(f"{rel}:{line}: {kind} ({' '.join(codes)})")
             else:
                 totals["silent"] += 1
                 silent.append(f"{rel}:{line}: {kind}")
     shutil.rmtree(work, ignore_errors=True)
-    return {"tree": tree, "exit": out.returncode, **totals, "silent_sites": silent}
+    return {"tree": tree, "exit": out.returncode, **totals, "silent_sites": silent, "reported_sites": reported_at}
 
 
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trees", nargs="+")
     ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--list-reported", action="store_true", help="also list each reported site with its codes")
     args = ap.parse_args(argv)
     rows = [measure(t) for t in args.trees]
     total = Counter()
@@ -161,6 +170,8 @@ def main(argv: List[str]) -> int:
               f"{share:6.0%} {r.get('reported', 0):5} {r.get('silent', 0):6}")
         for s in r["silent_sites"][:10]:
             print("    silent:", s)
+        for s in r["reported_sites"] if args.list_reported else ():
+            print("    reported:", s)
     if total["sites"]:
         print(f"{'total':50} {total['sites']:6} {total['migrated']:6} {total['migrated'] / total['sites']:6.0%} "
               f"{total['reported']:5} {total['silent']:6}")
