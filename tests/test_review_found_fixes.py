@@ -43,13 +43,13 @@ def test_early_exit_between_loss_and_backward_keeps_the_forward_out_of_a_partial
     assert not any(f["code"] in ("A2A104", "A2A116") for f in found)
 
 
-def test_float_function_decorator_as_the_only_apex_use_gets_its_how_to(tmp_path):
+def test_float_function_decorator_as_the_only_apex_use_migrates_to_the_added_helper(tmp_path):
     r, before, after, found = _rewrite("decorator_float_function_no_finding", tmp_path)
     assert r.returncode == 1
-    assert after == before
-    deco_line = _line_of(os.path.join(FOUND, "decorator_float_function_no_finding", "layers.py"),
-                         "@amp.float_function")
-    assert any(f["code"] == "A2A114" and int(f["line"]) == deco_line and "custom_fwd" in f["msg"] for f in found)
+    text = (tmp_path / "decorator_float_function_no_finding" / "layers.py").read_text(encoding="utf-8")
+    assert "import amp" not in text and "@autocast_float_function\ndef upsample" in text
+    assert "def autocast_float_function(fn):" in text
+    assert any(f["code"] == "A2A182" for f in found) and not any(f["code"] == "A2A118" for f in found)
 
 
 def test_a_clip_wrapper_method_still_migrates_with_unscale_before_its_call(tmp_path):
