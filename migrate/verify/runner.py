@@ -1,6 +1,7 @@
 """Run one side of a verification: launch the program with the probe, collect its per-rank records."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -11,6 +12,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
+
+from . import zygote
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim")
 PROBE_DIR = os.path.join(SHIM_DIR, "probe")
@@ -43,6 +46,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@functools.lru_cache(maxsize=None)
 def real_apex_available() -> bool:
     """True when `import apex.amp` works in a fresh interpreter (then the emulation is not used)."""
     try:
@@ -151,14 +155,13 @@ def run_side(folder: str, entry: str, args: Sequence[str] = (), *, steps: int = 
     else:
         cmd = [sys.executable, script] + list(args)
     timed_out = False
-    try:
-        proc = subprocess.run(cmd, cwd=work_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout)
-        output = proc.stdout.decode("utf-8", "replace")
-        rc: Optional[int] = proc.returncode
-    except subprocess.TimeoutExpired as e:
-        output = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        rc, timed_out = None, True
+    forked = None
+    if launcher != "torchrun" and zygote.enabled() and not _starts_workers(script):
+        forked = zygote.run(script, args, work_dir, env, timeout)
+    if forked is not None:
+        rc, output, timed_out = forked
+    else:
+        rc, output, timed_out = _run_fresh(cmd, work_dir, env, timeout)
     records, events = _read_records(out_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     if cwd is None:
@@ -180,6 +183,25 @@ def collect_losses(folder: str, entry: str, args: Sequence[str] = (), steps: int
     if not side.records and (side.returncode or side.timed_out):
         raise RuntimeError("run failed (exit %s):\n%s" % (side.returncode, tail(side.output)))
     return side.records
+
+
+def _starts_workers(script: str) -> bool:
+    try:
+        with open(script, encoding="utf-8", errors="replace") as f:
+            return uses_spawn(f.read())
+    except OSError:
+        return True
+
+
+def _run_fresh(cmd: List[str], cwd: str, env: Dict[str, str], timeout: float):
+    """(exit code or None, output, timed out) of `cmd` in a fresh interpreter."""
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace"), False
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, output, True
 
 
 def tail(text: str, n: int = 20) -> str:
