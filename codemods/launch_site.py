@@ -232,6 +232,14 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
         ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
                    "distributed launch and stays")
         return None
+    loop = launch_shapes.loop_around(call, state.parents)
+    if loop is not None and not rpc_world:
+        ctx.report(call, "A2A406", f"this spawn sits in a loop (line {state.line(loop)}): each iteration started "
+                   f"fresh processes that joined a new process group; under torchrun {fn_name} would run "
+                   "several times in the same processes, and a second init_process_group fails (the default "
+                   "group is already initialized) or joins with the state the first left. Make the loop's "
+                   "variable a command-line option and run one torchrun per value, or convert by hand")
+        return None
     if sp.join is not None and not (isinstance(sp.join.value, cst.Name) and sp.join.value.value == "True"):
         ctx.report(call, "A2A406", "mp.spawn(join=False): the ProcessContext is used; convert to torchrun by hand")
         return None
