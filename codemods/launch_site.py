@@ -37,8 +37,9 @@ the init would start processes that disagree about their ranks, while the mp.spa
 works as it is. Nor can a spawn whose parent does what only one process may do: create the run's
 folder with os.makedirs (no exist_ok), which every torchrun process would then race to create, or
 install signal handlers (SLURM's preemption requeue), which torchrun's agent, the process the
-scheduler signals, never runs. Nor can a spawn in a loop whose worker joins an RPC world (each
-iteration a new world; torchrun starts one per command: one torchrun per value of the loop's variable).
+scheduler signals, never runs. Nor can a spawn in a loop (each iteration was a fresh set of
+processes joining a new process group or RPC world; torchrun starts one per command, and a second
+init_process_group in the same process fails: one torchrun per value of the loop's variable).
 Where the spawned function is another module's and pass 1 found its
 init_process_group, the finding names that file and line: both change together, by hand. Call the
 function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group read env://, and launch
