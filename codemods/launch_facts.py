@@ -23,6 +23,8 @@ import libcst as cst
 from .names import code_of
 
 INIT_PG = ("torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group")
+# joining an RPC world: its rank and world size are torchrun's RANK / WORLD_SIZE as well
+INIT_RPC = ("torch.distributed.rpc.init_rpc",)
 _BUILTINS = set(dir(__import__("builtins")))
 
 

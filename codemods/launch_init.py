@@ -11,6 +11,7 @@ import libcst as cst
 
 from .arg_edits import edit_args
 from .base import FIX, WARNING, rule
+from .launch_facts import INIT_RPC
 from .launch_state import LaunchState
 from .names import arg_by, literal_string, norm_code
 
@@ -81,6 +82,8 @@ def init_call(state: LaunchState, c: cst.Call, rank_worker: Set[str], world_work
     ctx = state.ctx
     if ctx.suppressed(c, "A2A402") or any(a.star for a in c.args):
         return True
+    if state.table.refers_to(c.func, *INIT_RPC):
+        return rpc_call(state, c, rank_worker, world_worker)
     init = arg_by(c, 1, "init_method")
     world = arg_by(c, 3, "world_size")
     rank = arg_by(c, 4, "rank")
@@ -119,3 +122,18 @@ def init_call(state: LaunchState, c: cst.Call, rank_worker: Set[str], world_work
     ctx.report(c, "A2A402", f"init_process_group uses torchrun's env:// (dropped {names}); without torchrun, "
                "set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE", fixed=True)
     return True
+
+
+def rpc_call(state: LaunchState, c: cst.Call, rank_worker: Set[str], world_worker: Set[str]) -> bool:
+    """`rpc.init_rpc(name, rank=rank, world_size=world_size)` stays as it is where its rank is the worker's
+    index (now torchrun's RANK) and its world size the spawn's count (now WORLD_SIZE); else A2A409."""
+    rank = arg_by(c, 2, "rank")
+    world = arg_by(c, 3, "world_size")
+    if rank is not None and world is not None and norm_code(rank.value) in rank_worker \
+            and norm_code(world.value) in world_worker:
+        return True
+    state.ctx.report(c, "A2A409", "rpc.init_rpc passes a rank/world_size apex2amp cannot match to torchrun's "
+                     "RANK/WORLD_SIZE (it needs rank= the worker's process index and world_size= the spawn's "
+                     "count): under torchrun pass rank=int(os.environ['RANK']), "
+                     "world_size=int(os.environ['WORLD_SIZE'])")
+    return False

@@ -22,6 +22,7 @@ import libcst as cst
 
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
+from .launch_messages import is_prose
 
 IN_CODE = rule(
     "A2A415", "launch-command-in-code", "a torch.distributed.launch command built in Python (subprocess, os.system)",
@@ -101,6 +102,12 @@ class LaunchCommandInCode(Codemod):
     def _command_string(self, node: cst.BaseExpression, ctx: FileContext) -> None:
         text = _text(node)
         if text is None or not _OTHER.search(text) or ctx.suppressed(node, IN_CODE.code):
+            return
+        if is_prose(text):
+            ctx.report(node, IN_CODE.code, "a string names `-m torch.distributed.launch` in prose, not a command "
+                       "(A2A419 rewrites it where it is only a message: an argparse description / help, print, a "
+                       "logger, a raised exception; here its use is not shown): if users read it, say "
+                       "`-m torch.distributed.run` (torchrun), which sets LOCAL_RANK and passes no --local_rank")
             return
         ctx.report(node, IN_CODE.code, "launch command with python -m torch.distributed.launch: use "
                    f"`{torchrun_line(text)}` (torchrun sets LOCAL_RANK and passes no --local_rank)")

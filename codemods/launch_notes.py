@@ -182,7 +182,30 @@ def parent_signal_handler(state: LaunchState, line: cst.CSTNode, scope: cst.CSTN
     return None
 
 
-def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, master: Dict[str, str]) -> None:
+def rpc_world_count(state: LaunchState, sp, scope: cst.CSTNode, spawn_line: int) -> str:
+    """The number of processes an RPC world spawns: its roles go by rank, so the count is the program's
+    (a literal, `world_size = 2` before the spawn, an argparse default), never the GPU count."""
+    v = literal_number(sp.nprocs.value) if sp.nprocs is not None else 1
+    if v is not None:
+        return str(int(v))
+    if isinstance(sp.nprocs.value, cst.Name):
+        found = None
+        for stmt in state.assignments(scope):
+            if state.line(stmt) < spawn_line and len(stmt.targets) == 1 and \
+                    norm_code(stmt.targets[0].target) == sp.nprocs.value.value:
+                found = literal_number(stmt.value)
+        if found is not None:
+            return str(int(found))
+    d = dotted_name(sp.nprocs.value) or ""
+    if d.count(".") == 1:
+        default = state.argparse.get(d.split(".")[1], {}).get("default")
+        if isinstance(default, int) and default > 0:
+            return str(default)
+    return "N"
+
+
+def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, master: Dict[str, str],
+                rpc: bool = False) -> None:
     path = state.ctx.path
     flags: List[str] = []
     node = state.parents.get(line)
@@ -209,6 +232,8 @@ def launch_note(state: LaunchState, line: cst.SimpleStatementLine, nproc: str, m
     multi = (f"torchrun --nnodes={nnodes} --node_rank={node_rank} --master_addr={addr} --master_port={port} "
              f"--nproc_per_node={nproc} {tail}")
     note = {"path": path, "command": single, "multi_node": multi}
+    if rpc:  # one RPC world of `nproc` processes with roles by rank: no per-node form of the old launch
+        note = {"path": path, "command": single}
     if note not in state.ctx.launch_notes:  # spawns in both branches of an `if` launch the same way
         state.ctx.launch_notes.append(note)
 

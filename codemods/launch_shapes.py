@@ -191,3 +191,13 @@ def _is_start_rank(value: cst.BaseExpression, nprocs_code: str) -> bool:
         return False
     return nprocs_code in (norm_code(value.left), norm_code(value.right)) and \
         norm_code(value.left) != norm_code(value.right)
+
+
+def loop_around(node: cst.CSTNode, parents) -> Optional[cst.CSTNode]:
+    """The `for` / `while` loop of its own function (or of the module) that holds `node`, if any."""
+    cur = parents.get(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+        if isinstance(cur, (cst.For, cst.While)):
+            return cur
+        cur = parents.get(cur)
+    return None

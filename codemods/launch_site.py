@@ -13,8 +13,8 @@ from . import launch_facts, launch_shapes
 from .ancestors import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
-from .launch_facts import INIT_PG
-from .launch_notes import exclusive_mkdir, nproc_value, parent_signal_handler, slurm_launch
+from .launch_facts import INIT_PG, INIT_RPC
+from .launch_notes import exclusive_mkdir, nproc_value, parent_signal_handler, rpc_world_count, slurm_launch
 from .launch_state import LaunchState
 from .names import arg_by, code_of, literal_string, names_read, norm_code
 
@@ -37,7 +37,10 @@ the init would start processes that disagree about their ranks, while the mp.spa
 works as it is. Nor can a spawn whose parent does what only one process may do: create the run's
 folder with os.makedirs (no exist_ok), which every torchrun process would then race to create, or
 install signal handlers (SLURM's preemption requeue), which torchrun's agent, the process the
-scheduler signals, never runs. Where the spawned function is another module's and pass 1 found its
+scheduler signals, never runs. Nor can a spawn in a loop (each iteration was a fresh set of
+processes joining a new process group or RPC world; torchrun starts one per command, and a second
+init_process_group in the same process fails: one torchrun per value of the loop's variable).
+Where the spawned function is another module's and pass 1 found its
 init_process_group, the finding names that file and line: both change together, by hand. Call the
 function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group read env://, and launch
 with torchrun.""",
@@ -59,7 +62,8 @@ def main(n):
 rule("A2A407", "spawn-not-distributed", "mp.spawn for work that never calls init_process_group is left alone",
      fixes=False, severity=INFO,
      why="""
-The spawned function never calls init_process_group (directly or through functions of this file), so this
+The spawned function never calls init_process_group nor rpc.init_rpc (directly or through functions of
+this file), so this
 spawn is process-level parallelism (data preparation, evaluation workers), not a distributed training
 launch. It stays as it is.""",
      before="""
@@ -136,6 +140,8 @@ class SpawnSite:
         self.scope: cst.CSTNode = fields["scope"]
         self.spawn_line: int = fields["spawn_line"]
         self.nprocs_code: str = fields["nprocs_code"]
+        # the worker joins an RPC world (rpc.init_rpc) and no process group: its index is the global RANK
+        self.rpc_world: bool = fields.get("rpc_world", False)
 
 
 def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
@@ -172,6 +178,24 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
         return None
     reach = state.reachable(fdef)
     inits = [c for f in reach for c in state.calls_in(f) if state.table.refers_to(c.func, *INIT_PG)]
+    rpc_world = False
+    if not inits:
+        rpcs = [c for f in reach for c in state.calls_in(f) if state.table.refers_to(c.func, *INIT_RPC)]
+        if rpcs:
+            loop = launch_shapes.loop_around(call, state.parents)
+            scope_of_call = enclosing(call, state.parents, (cst.FunctionDef,)) or state.module
+            if loop is not None:
+                ctx.report(call, "A2A406", f"{fn_name} joins an RPC world (rpc.init_rpc at line "
+                           f"{state.line(rpcs[0])}) and this spawn sits in a loop (line {state.line(loop)}): each "
+                           "iteration starts a new world of fresh processes, while torchrun starts one world per "
+                           "command, and a process cannot join a second one after rpc.shutdown(). Make the loop's "
+                           "variable a command-line option and run one `torchrun --standalone "
+                           f"--nproc_per_node={rpc_world_count(state, sp, scope_of_call, state.line(call))} {ctx.path} ...` "
+                           "per value, "
+                           f"with {fn_name}(int(os.environ['RANK']), ...) where the spawn was and no "
+                           "MASTER_ADDR/MASTER_PORT assignments")
+                return None
+            inits, rpc_world = rpcs, True
     if not inits:
         calls = [c for f in reach for c in state.calls_in(f)]
         calls += launch_facts.local_class_calls(state, calls)  # `Trainer(rank)` whose __init__ calls a helper
@@ -208,6 +232,14 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
             return None
         ctx.report(call, "A2A407", f"{fn_name} never calls init_process_group: this spawn is not a "
                    "distributed launch and stays")
+        return None
+    loop = launch_shapes.loop_around(call, state.parents)
+    if loop is not None and not rpc_world:
+        ctx.report(call, "A2A406", f"this spawn sits in a loop (line {state.line(loop)}): each iteration started "
+                   f"fresh processes that joined a new process group; under torchrun {fn_name} would run "
+                   "several times in the same processes, and a second init_process_group fails (the default "
+                   "group is already initialized) or joins with the state the first left. Make the loop's "
+                   "variable a command-line option and run one torchrun per value, or convert by hand")
         return None
     if sp.join is not None and not (isinstance(sp.join.value, cst.Name) and sp.join.value.value == "True"):
         ctx.report(call, "A2A406", "mp.spawn(join=False): the ProcessContext is used; convert to torchrun by hand")
@@ -276,7 +308,8 @@ def analyse_spawn(state: LaunchState, call: cst.Call) -> Optional[SpawnSite]:
     nprocs_code = norm_code(sp.nprocs.value) if sp.nprocs is not None else "1"
     return SpawnSite(call=call, sp=sp, line=line, outer=outer, fn_name=fn_name, fdef=fdef, reach=reach,
                      inits=inits, params=params, local_param=local_param, elements=elements, star=star,
-                     mapping=mapping, scope=scope, spawn_line=spawn_line, nprocs_code=nprocs_code)
+                     mapping=mapping, scope=scope, spawn_line=spawn_line, nprocs_code=nprocs_code,
+                     rpc_world=rpc_world)
 
 
 def count_gate(state: LaunchState, line: cst.CSTNode, sp: SpawnCall) -> Optional[cst.If]:

@@ -15,9 +15,10 @@ from . import launch_shapes
 from .base import FIX, rule
 from .launch_exprs import env, has_effects, is_rank_arithmetic, names_world_size, translate
 from .launch_helpers import handed_to_helpers, visible_in
+from .launch_facts import INIT_RPC
 from .launch_init import init_call
 from .launch_local_rank import local_index_as_rank
-from .launch_notes import launch_note, nproc_value, pre_spawn_code, slurm_launch
+from .launch_notes import launch_note, nproc_value, pre_spawn_code, rpc_world_count, slurm_launch
 from .launch_site import SpawnSite
 from .launch_state import LaunchState
 from .names import code_of, dotted_name, literal_string, norm_code, parse_stmt
@@ -29,7 +30,10 @@ rule("A2A401", "spawn-to-torchrun", "mp.spawn(fn, ...) -> fn(int(os.environ['LOC
 torchrun starts one process per device itself and tells each its LOCAL_RANK, RANK and WORLD_SIZE through
 the environment, so the in-script mp.spawn goes: the spawned function is called once, in every torchrun
 process, with the local rank mp.spawn used to pass. Launch the script with the torchrun line apex2amp
-prints (e.g. `torchrun --standalone --nproc_per_node=gpu main.py ...`).""",
+prints (e.g. `torchrun --standalone --nproc_per_node=gpu main.py ...`). A worker that joins an RPC world
+(rpc.init_rpc with rank= its process index and world_size= the spawn's count, roles by rank) is called
+with torchrun's RANK, its init_rpc keeps rank= / world_size= (now RANK / WORLD_SIZE), and the torchrun
+line names the program's process count, not the GPU count.""",
      before="""
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -180,6 +184,15 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
                 # `if opts.n == 1: fn(0, ...) else: spawn(nprocs=opts.n)`, one path now: the worker (and the
                 # test it had) reads the count from `opts`, which torchrun's count sets before the call
                 nprocs_attr = norm_code(sp.nprocs.value)
+    rpc_count_attr = None
+    if site.rpc_world and sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Attribute) and elements:
+        # `spawn(run_worker, args=(args.world_size,), nprocs=args.world_size)`: that parameter is the count
+        for i, e in enumerate(elements):
+            if norm_code(e) == nprocs_code and i + 1 < len(site.params) and \
+                    (dotted_name(sp.nprocs.value) or "").count(".") == 1:
+                world_worker.add(site.params[i + 1])
+                bound_in.setdefault(site.params[i + 1], set()).add(id(fdef))
+                rpc_count_attr = nprocs_code
     nprocs_role = None
     world_handed: Dict[int, Set[str]] = {}
     if sp.nprocs is not None and isinstance(sp.nprocs.value, cst.Name) and sp.nprocs.value.value in mapping:
@@ -265,7 +278,7 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
         ctx._stage_findings = ctx._stage_findings[:reported] + [
             f for f in ctx._stage_findings[reported:] if f.code == "A2A409"]
         ctx.report(call, "A2A406", f"{fn_name} joins the process group with a rank or world size torchrun "
-                   "cannot supply (see A2A409): convert this launch by hand")
+                   "cannot supply (see A2A409): convert this launch by hand" + rpc_subworld_note(state, site))
         return
 
     # MASTER_ADDR / MASTER_PORT
@@ -285,7 +298,7 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
                 ctx.report(stmt, "A2A403", f"{var} is set by torchrun (--master_addr/--master_port)", fixed=True)
 
     # the call itself, plus what main needs before it
-    args_out = [cst.Arg(env("LOCAL_RANK"))]
+    args_out = [cst.Arg(env("RANK" if site.rpc_world else "LOCAL_RANK"))]
     if elements is not None:
         args_out += [cst.Arg(e) for e in elements]
     else:
@@ -309,6 +322,11 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
         ctx.report(call, "A2A404", f"{nprocs_attr} = torchrun's {role}: the process count is torchrun's "
                    f"--nproc_per_node now, not the value {nprocs_attr} had (launch with that many; code before "
                    "the call still reads the old value)", fixed=True)
+    elif rpc_count_attr is not None:
+        before.append(parse_stmt(f'{rpc_count_attr} = int(os.environ["WORLD_SIZE"])\n'))
+        ctx.report(call, "A2A404", f"{rpc_count_attr} = torchrun's WORLD_SIZE: the RPC world is the processes "
+                   f"torchrun starts (launch with --nproc_per_node={rpc_world_count(state, sp, scope, spawn_line)})",
+                   fixed=True)
     new_line = line.with_changes(body=[line.body[0].with_changes(value=new_call)])
     if outer is not line:
         new_line = new_line.with_changes(leading_lines=outer.leading_lines)
@@ -317,12 +335,36 @@ def rewrite_spawn(state: LaunchState, site: SpawnSite) -> None:
     state.plan.replace_stmt[outer] = before + [new_line]
     state.need_os = True
     state.spawn_rewritten = True
-    nproc = nproc_value(state, sp, scope, spawn_line)
-    ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['LOCAL_RANK']), ...): launch with "
-               f"torchrun --nproc_per_node={nproc}" + slurm_launch(state, line, scope), fixed=True)
+    nproc = rpc_world_count(state, sp, scope, spawn_line) if site.rpc_world else \
+        nproc_value(state, sp, scope, spawn_line)
+    if site.rpc_world:
+        ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['RANK']), ...): the worker joins an "
+                   "RPC world (rpc.init_rpc), whose roles go by the global rank; its rank= / world_size= are now "
+                   f"torchrun's RANK / WORLD_SIZE: launch with torchrun --standalone --nproc_per_node={nproc}",
+                   fixed=True)
+    else:
+        ctx.report(call, "A2A401", f"mp.spawn -> {fn_name}(int(os.environ['LOCAL_RANK']), ...): launch with "
+                   f"torchrun --nproc_per_node={nproc}" + slurm_launch(state, line, scope), fixed=True)
     pre_spawn_code(state, line, scope)
-    launch_note(state, line, nproc, master)
-    local_index_as_rank(state, fdef, local_param, rank_worker)
+    launch_note(state, line, nproc, master, rpc=site.rpc_world)
+    if not site.rpc_world:  # an RPC worker is handed RANK, the global rank its roles test
+        local_index_as_rank(state, fdef, local_param, rank_worker)
+
+
+def rpc_subworld_note(state: LaunchState, site: SpawnSite) -> str:
+    """What to do where the worker also joins an RPC world of all the spawned processes (pytorch/examples'
+    ddp_rpc: a process group of the trainers only, world_size=2 on its own tcp:// port, beside an RPC
+    world of every process)."""
+    rpcs = [c for f in site.reach for c in state.calls_in(f) if state.table.refers_to(c.func, *INIT_RPC)]
+    if not rpcs:
+        return ""
+    return (f". {site.fn_name} also joins an RPC world of every spawned process (rpc.init_rpc at line "
+            f"{state.line(rpcs[0])}); its init_process_group is a smaller world of its own (its own "
+            "init_method, a world size that is not the spawn's count), which torchrun does not set up: under "
+            f"`torchrun --standalone --nproc_per_node={rpc_world_count(state, site.sp, site.scope, site.spawn_line)}` call "
+            f"{site.fn_name}(int(os.environ['RANK']), ...) where the spawn was, pass rank=int(os.environ['RANK']) "
+            "and world_size=int(os.environ['WORLD_SIZE']) to rpc.init_rpc, and keep that init_process_group "
+            "on a port other than torchrun's --master_port (29500 is torchrun's default)")
 
 
 def attr_role(inits: List[cst.Call], worker_code: str) -> str:

@@ -11,6 +11,7 @@ from typing import List, Tuple
 
 from . import (amp, amp_object_attr_rewrite, amp_unresolved, apex_mentions, apex_modules, apex_parallel,
                checkpoint_followup, checkpoint_lint, cuda_amp, fsdp2, hazards, imports, launch, launch_lines,
+               launch_messages,
                lint_autocast_modes, manual_scaling, scaler_calls)
 from .base import Codemod
 
@@ -25,6 +26,7 @@ def all_codemods() -> List[Codemod]:
         manual_scaling.ManualLossScalingToGradScaler(),
         apex_parallel.ApexParallelToTorchDDP(),
         launch.SpawnToTorchrun(),
+        launch_messages.LaunchNamedInMessage(),  # before launch_lines: a message it fixes is no A2A415
         launch_lines.LaunchCommandInCode(),
         imports.RemoveApexImports(),
         apex_mentions.ApexNamedInText(),
