@@ -24,9 +24,10 @@ Only `T.backward(L)`, `T.step()`, `T.zero_grad()` and `T.param_groups` may be us
 param_groups were FusedAdam's, so a warmup loop writing `param_group['lr']` stays as it is).
 
 apex < 0.1's FusedAdam is migrated here, not by apex_modules (whose mapping is apex >= 0.1's, with another
-positional order), and only when it has no torch-inexpressible option: `bias_correction=False`,
-`eps_inside_sqrt=True` and `max_grad_norm > 0` (a clip by a norm the wrapper handed to step()) keep the
-whole pattern as it is, with a finding at each site naming the mapping.
+positional order): to torch.optim.AdamW when it has no torch-inexpressible option, else (`bias_correction=False`,
+`eps_inside_sqrt=True`, `max_grad_norm > 0`, arguments not bound: SpanBERT's and BERT-NER's
+`FusedAdam(groups, lr=lr, bias_correction=False, max_grad_norm=1.0)`) to `LegacyFusedAdam(<the same
+arguments>)`, a plain-PyTorch port of its update added to the file (codemods/fused_adam_legacy.py, A2A306).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ import libcst as cst
 
 from . import templates
 from .call_args import rebuild_args
+from .fused_adam_legacy import HELPER
 from .fused_optimizers import TORCH_ADAM_SIG
 from .code_layout import realign_call
 from .fp16_shapes import flag_autocast_maker
@@ -49,6 +51,7 @@ LEGACY_ADAM_SIG = ("params", "lr", "bias_correction", "betas", "eps", "eps_insid
 LEGACY_WRAPPER_SIG = ("init_optimizer", "static_loss_scale", "dynamic_loss_scale", "dynamic_loss_args", "verbose")
 DYNAMIC = ("2.0**16", "1000")  # that wrapper's DynamicLossScaler: init 2**16, window 1000, factor 2
 USES = ("backward", "step", "zero_grad", "param_groups")
+PORT, PORT_CODE = "port", "A2A306"  # FusedAdam -> the added LegacyFusedAdam (codemods/fused_adam_legacy.py)
 
 
 def _bind(call: cst.Call, sig) -> Optional[Dict[str, cst.BaseExpression]]:
@@ -140,16 +143,34 @@ class LegacyFp16Optimizer:
                          "0.0>)")
         return "; ".join(notes)
 
-    def _adamw(self, call: cst.Call) -> Tuple[Optional[cst.Call], str]:
-        """The torch.optim.AdamW call for apex < 0.1's FusedAdam call, or (None, reason)."""
+    @staticmethod
+    def _legacy_options(call: cst.Call) -> List[str]:
+        """`name=value` of the options that make FusedAdam apex < 0.1's own (or `*args` when unbound)."""
         val = _bind(call, LEGACY_ADAM_SIG)
-        if val is None or "params" not in val:
-            return None, "FusedAdam's arguments are not understood (*args/**kwargs or an unknown keyword)"
-        for name, ok in (("bias_correction", True), ("eps_inside_sqrt", False), ("amsgrad", False)):
-            if name in val and _lit_bool(val[name]) is not ok:
-                return None, f"FusedAdam({name}={code_of(val[name])}): {self._adam_note(call)}"
-        if "max_grad_norm" in val and literal_number(val["max_grad_norm"]) != 0:
-            return None, f"FusedAdam(max_grad_norm=...): {self._adam_note(call)}"
+        if val is None:
+            return ["arguments passed through"]
+        return [f"{k}={code_of(val[k])}" for k in ("bias_correction", "eps_inside_sqrt", "max_grad_norm", "amsgrad")
+                if k in val] or ["arguments passed through"]
+
+    def _adamw(self, call: cst.Call) -> Tuple[Optional[cst.Call], str]:
+        """The torch.optim.AdamW call for apex < 0.1's FusedAdam call, or the same call pointed at the added
+        LegacyFusedAdam port (codemods/fused_adam_legacy.py; flag `PORT`) where AdamW would change the update
+        (bias_correction=False, eps_inside_sqrt, max_grad_norm, arguments not bound), or (None, reason)."""
+        val = _bind(call, LEGACY_ADAM_SIG)
+        legacy = val is None or "params" not in val or any(
+            name in val and _lit_bool(val[name]) is not ok
+            for name, ok in (("bias_correction", True), ("eps_inside_sqrt", False), ("amsgrad", False))) or (
+            "max_grad_norm" in val and literal_number(val["max_grad_norm"]) != 0)
+        if legacy:
+            if not self.mig.ok(call, PORT_CODE):
+                return None, f"{PORT_CODE} (the LegacyFusedAdam port) is not selected here: {self._adam_note(call)}"
+            if HELPER in self.mig.index.name_values and not any(
+                    isinstance(s, cst.ClassDef) and s.name.value == HELPER for s in self.mig.module.body):
+                return None, f"the name {HELPER} is taken in this module: {self._adam_note(call)}"
+            line = stmt_line(call, self.parents)
+            port = call.with_changes(func=cst.Name(HELPER))
+            return (realign_call(call, port, code_of(line.body[0]).split("\n", 1)[0]) if line is not None
+                    else port), PORT
         flag = "fused" if self.mig.ctx.options.min_torch >= (2, 0) else "foreach"
         extra = [("weight_decay", "0.0"), (flag, "True")]
         args = rebuild_args(call, LEGACY_ADAM_SIG, TORCH_ADAM_SIG, {"bias_correction", "eps_inside_sqrt",
@@ -392,8 +413,17 @@ class LegacyFp16Optimizer:
             m.report(wrap_stmt, "A2A503", "static loss scale approximated: GradScaler skips an overflowing step as "
                      "FP16_Optimizer did, and also halves the scale (FP16_Optimizer kept it); "
                      f"growth_interval={STATIC_INTERVAL} keeps it from growing", fixed=True)
-        m.report(adam, "A2A301", f"apex < 0.1 FusedAdam -> torch.optim.AdamW with weight_decay explicit and "
-                 f"{flag_kw}=True (decoupled decay, as FusedAdam's; not bitwise identical: FusedAdam added eps before "
-                 "the bias correction and scaled the decay by the bias-corrected step size)", fixed=True)
+        if flag_kw == PORT:
+            m.needs_legacy_adam = True
+            m.report(adam, PORT_CODE, f"apex < 0.1 FusedAdam({', '.join(self._legacy_options(adam))}) -> "
+                     f"{HELPER}, a plain-PyTorch port of its update added to this file (torch.optim has no Adam "
+                     "without bias correction): each param group clipped to its max_grad_norm by its own norm, "
+                     "eps added to sqrt(v), weight decay added to the update; the arguments stay as they were"
+                     + (f"; {m.scaler_base}.step({target}) unscales the gradients before its step" if use_scaler else ""),
+                     fixed=True)
+        else:
+            m.report(adam, "A2A301", f"apex < 0.1 FusedAdam -> torch.optim.AdamW with weight_decay explicit and "
+                     f"{flag_kw}=True (decoupled decay, as FusedAdam's; not bitwise identical: FusedAdam added eps "
+                     "before the bias correction and scaled the decay by the bias-corrected step size)", fixed=True)
         m.report(cast_if, "A2A504", f"{code_of(cast_if.body.body[0]).strip()} under {flag} removed: the model stays "
                  "fp32 and autocast picks fp16 per op", fixed=True)

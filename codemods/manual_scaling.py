@@ -24,6 +24,7 @@ from .apex_names import Resolver
 from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
 from .fp16_optimizer import Fp16OptimizerPass
+from .fused_adam_legacy import add_helper_class
 from .fused_fp16_optimizer import LegacyFp16Optimizer
 from .torch_import import ensure_torch
 from .index import ModuleIndex, parent_mapping
@@ -57,6 +58,8 @@ class ManualLossScalingToGradScaler(Codemod):
         new = apply_plan(module, m.plan)
         if m.needs_torch:
             new = ensure_torch(new, m.res)
+        if m.needs_legacy_adam:  # apex < 0.1's FusedAdam -> the LegacyFusedAdam port (codemods/fused_adam_legacy.py)
+            new = add_helper_class(new)
         return new
 
 
@@ -69,6 +72,7 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
         self.index = index
         self.plan = EditPlan()
         self.needs_torch = False
+        self.needs_legacy_adam = False
         opts = ctx.options
         self.device = opts.device
         self.gs = opts.grad_scaler_callee
