@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .base import FIX, rule
 from .importing import add_helper_function
 
 HELPER = "LegacyFusedAdam"
@@ -81,3 +82,56 @@ def add_helper_class(module: cst.Module, code: str = HELPER_CODE) -> cst.Module:
     if any(isinstance(s, cst.ClassDef) and s.name.value == HELPER for s in module.body):
         return module
     return add_helper_function(module, HELPER, code)
+
+
+_TRAIN_AFTER = """
+def train(args, model, batches, lr):
+    if args.fp16:
+        optimizer = LegacyFusedAdam(model.parameters(), lr=lr, bias_correction=False, max_grad_norm=1.0)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**16, growth_interval=1000,
+                                  enabled=args.fp16)
+    for x, y in batches:
+        with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()"""
+
+rule("A2A306", "legacy-fused-adam-port", "apex < 0.1 FusedAdam(bias_correction=False, max_grad_norm, eps_inside_sqrt) "
+     "under its FP16_Optimizer -> an added plain-PyTorch port (LegacyFusedAdam)", fixes=True, severity=FIX,
+     why="""
+pytorch-pretrained-bert era scripts built `FusedAdam(groups, lr=lr, bias_correction=False, max_grad_norm=1.0)`
+under --fp16 and wrapped it in apex < 0.1's apex.optimizers.FP16_Optimizer. torch.optim has no Adam without
+bias correction (AdamW's updates would be sqrt(1 - b2^t) / (1 - b1^t) times these: about 1/3 at the first
+step, 1/6 around step 10, 1/3 at step 100), and FusedAdam clipped each param group by its own norm.
+The migration (with A2A501: fp32 model, autocast, GradScaler) keeps the call and its arguments and
+points it at LegacyFusedAdam, a class added to the file with apex's update: per group
+clip_grad_norm_(group, max_grad_norm), m / (sqrt(v) + eps) + weight_decay * p at step size lr (or lr *
+sqrt(1 - b2^t) / (1 - b1^t) with bias_correction=True). scaler.step(optimizer) unscales the gradients
+before the port's step and skips it on inf/NaN, as the wrapper did. Checkpointed optimizer state
+(exp_avg, exp_avg_sq, step per parameter) has apex's FusedAdam keys, per parameter instead of per group.""",
+     before="""
+import torch
+
+
+def train(args, model, batches, lr):
+    if args.fp16:
+        model.half()
+    if args.fp16:
+        from apex.optimizers import FP16_Optimizer, FusedAdam
+        optimizer = FusedAdam(model.parameters(), lr=lr, bias_correction=False, max_grad_norm=1.0)
+        optimizer = FP16_Optimizer(optimizer, dynamic_loss_scale=True)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for x, y in batches:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if args.fp16:
+            optimizer.backward(loss)
+        else:
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()""",
+     after="import torch\n\n\n" + HELPER_CODE + "\n\n" + _TRAIN_AFTER.lstrip("\n"))

@@ -40,7 +40,7 @@ class ManualLossScalingToGradScaler(Codemod):
     NAME = "manual_scaling"
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
     CODES = RULE_CODES + manual_fp16.CODES + \
-        dynamic_scaler.CODES
+        dynamic_scaler.CODES + ("A2A306",)
     TOKENS = (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
