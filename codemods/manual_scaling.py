@@ -161,7 +161,8 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                             f"torch.autocast around forward + loss, scaler = {self.gs}(\"{self.device}\", "
                             "init_scale=2.0**32, growth_interval=1000), scaler.scale(loss).backward(), "
                             "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
-        self._other_fp16_optimizers(LegacyFp16Optimizer(self).run())
+        legacy = LegacyFp16Optimizer(self).run()  # apex < 0.1's FP16_Optimizer wrappers it migrated or reported
+        self._other_fp16_optimizers(legacy)
         for call in helpers:
             name = (self.res.apex_name(call.func) or "").rsplit(".", 1)[-1]
             self.report(call, "A2A502", f"{name}: hand-made fp32 master weights / loss scaler from apex.fp16_utils; "
@@ -172,7 +173,8 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                 self.report(call, "A2A502", f"{q.rsplit('.', 1)[1]}: keep the model fp32 and run forward + loss under "
                             "torch.autocast (GradScaler rejects fp16 gradients); network_to_half also changed "
                             "state_dict keys (prefix '1.')")
-        if not fp16_opts and not helpers and not any(self.res.apex_name(c.func) in MODEL_WRAPPERS for c in self.calls):
+        if not fp16_opts and not helpers and not legacy \
+                and not any(self.res.apex_name(c.func) in MODEL_WRAPPERS for c in self.calls):
             fp16 = manual_fp16.HandFp16(self)  # a `.half()` model trained by hand (2018 BERT fine-tuning style)
             fp16.run()
             self._by_hand_fp16 = fp16.handled
