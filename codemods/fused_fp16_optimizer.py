@@ -40,7 +40,7 @@ from .call_args import rebuild_args
 from .fused_adam_legacy import HELPER
 from .fused_optimizers import TORCH_ADAM_SIG
 from .code_layout import realign_call
-from .fp16_shapes import flag_autocast_maker
+from .fp16_shapes import eval_only_cast, flag_autocast_maker
 from .names import assigned_names, code_of, dotted_name, literal_number, sole_call
 from .scaling_shapes import FUSED_FP16_OPT, STATIC_INTERVAL, ancestors, parse_stmts, stmt_line, walk_all
 
@@ -276,9 +276,12 @@ class LegacyFp16Optimizer:
         casts = [i for i in fnodes if isinstance(i, cst.If) and dotted_name(i.test) == flag and i.orelse is None
                  and isinstance(i.body, cst.IndentedBlock) and len(i.body.body) == 1
                  and id(sole_call(i.body.body[0])) in half_ids]
-        if len(casts) != 1 or len(halves) != 1:
-            return f"the function does not cast one model to fp16 once, alone under `if {flag}:` (other fp16 " \
-                   "tensors would meet an fp32 model)"
+        if not casts or len(halves) != len(casts):
+            others = sorted({code_of(h).strip() for h in halves if not any(
+                a in casts for a in ancestors(h, self.parents))})
+            return (f"the function casts tensors other than the model to fp16 ({', '.join(others)}), which would "
+                    "meet the fp32 model" if casts and others else
+                    f"the function does not cast its model to fp16 alone under `if {flag}:`")
         code = m.index.code
         if "float16" in code or "HalfTensor" in code or "torch.half" in code or "autocast" in code \
                 or "GradScaler" in code:
@@ -329,6 +332,10 @@ class LegacyFp16Optimizer:
                  and any(x is func for x in ancestors(a, self.parents))]
         if not loops:
             return "the backward is not inside a training loop"
+        for later in casts[1:]:  # `if FLAG: M.half()` of a model loaded again for evaluation stays
+            why = eval_only_cast(later, model, func, loops[-1], self.parents)
+            if why is not None:
+                return why
         for s in steps:
             if stmt_line(s, self.parents) is None or sole_call(stmt_line(s, self.parents)) is not s \
                     or not any(a is loops[-1] for a in ancestors(s, self.parents)):
