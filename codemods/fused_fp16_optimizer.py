@@ -117,7 +117,7 @@ class LegacyFp16Optimizer:
                      f"{why}. Migrate by hand: keep the model fp32 (drop `.half()`), torch.autocast(\"{m.device}\", "
                      f"dtype=torch.float16, enabled=<the fp16 flag>) around forward + loss, scaler = {gs}, "
                      "optimizer.backward(loss) -> scaler.scale(loss).backward(), optimizer.step() -> "
-                     "scaler.step(optimizer); scaler.update()")
+                     "scaler.step(optimizer); scaler.update()" + self._adam_hint())
         for c in self.adams:
             m.report(c, "A2A304", f"FusedAdam here is apex < 0.1's (this module uses apex.optimizers.FP16_Optimizer) "
                      f"and is left with its wrapper: {self._adam_note(c)}")
@@ -127,21 +127,29 @@ class LegacyFp16Optimizer:
     def _adam_note(call: cst.Call) -> str:
         val = _bind(call, LEGACY_ADAM_SIG) or {}
         notes = []
-        if "bias_correction" in val and _lit_bool(val["bias_correction"]) is not True:
-            notes.append("bias_correction=False has no torch equivalent (torch Adam/AdamW always correct the bias; "
-                         "its updates would be sqrt(1 - b2^t) / (1 - b1^t) times apex's, about 1/6 around step 10, 1/3 at "
-                         "step 100): keep apex < 0.1 or port the optimizer")
+        legacy = [f"{k}={code_of(val[k])}" for k in ("bias_correction", "eps_inside_sqrt") if k in val
+                  and _lit_bool(val[k]) is not (k == "bias_correction")]
         mgn = val.get("max_grad_norm")
         if mgn is not None and literal_number(mgn) != 0:
-            notes.append(f"max_grad_norm={code_of(mgn)} clipped each param group by its own norm: "
-                         "scaler.unscale_(optimizer), then torch.nn.utils.clip_grad_norm_(group['params'], "
-                         f"{code_of(mgn)}) for each group of optimizer.param_groups, before scaler.step")
-        if "eps_inside_sqrt" in val and _lit_bool(val["eps_inside_sqrt"]) is not False:
-            notes.append("eps_inside_sqrt has no torch option")
+            legacy.append(f"max_grad_norm={code_of(mgn)}")
+        if legacy:
+            notes.append(f"{', '.join(legacy)} has no torch.optim equivalent (torch Adam/AdamW always correct the "
+                         "bias, and FusedAdam clipped each param group by its own norm): keep the call's arguments and "
+                         f"call {HELPER}(...) instead, the plain-PyTorch port of apex < 0.1's FusedAdam that "
+                         f"`apex2amp explain {PORT_CODE}` prints (it clips each group itself, after scaler.step has "
+                         "unscaled the gradients)")
         if not notes:
             notes.append("otherwise torch.optim.AdamW(params, lr, betas=..., eps=..., weight_decay=<its value, or "
                          "0.0>)")
         return "; ".join(notes)
+
+    def _adam_hint(self) -> str:
+        """What the wrapped FusedAdam becomes in the hand migration."""
+        legacy = [c for c in self.adams if self._legacy_options(c) != ["arguments passed through"]]
+        if legacy:
+            return (f"; FusedAdam({', '.join(self._legacy_options(legacy[0]))}, ...) -> {HELPER}(<the same "
+                    f"arguments>), the class `apex2amp explain {PORT_CODE}` prints, added to the file")
+        return "; FusedAdam(...) -> torch.optim.AdamW(..., weight_decay=<its value, or 0.0>)" if self.adams else ""
 
     @staticmethod
     def _legacy_options(call: cst.Call) -> List[str]:
@@ -280,7 +288,7 @@ class LegacyFp16Optimizer:
             others = sorted({code_of(h).strip() for h in halves if not any(
                 a in casts for a in ancestors(h, self.parents))})
             return (f"the function casts tensors other than the model to fp16 ({', '.join(others)}), which would "
-                    "meet the fp32 model" if casts and others else
+                    "meet the fp32 model (drop those casts too: autocast casts per op)" if casts and others else
                     f"the function does not cast its model to fp16 alone under `if {flag}:`")
         code = m.index.code
         if "float16" in code or "HalfTensor" in code or "torch.half" in code or "autocast" in code \
@@ -415,7 +423,8 @@ class LegacyFp16Optimizer:
                      "overflow, skipping the step, as GradScaler does (GradScaler has no floor of 1 on the scale, and "
                      "checks the fp32 gradients of the fp32 model for inf/NaN). Numerics with "
                      f"{flag}: the fp32 weights are trained directly (before: fp32 master copies of an fp16 model), "
-                     "autocast runs fp16 per op, and checkpoints of the model hold fp32 weights", fixed=True)
+                     "autocast runs fp16 per op (code outside forward + loss, such as an evaluation during training, runs "
+                     "the fp32 model), and checkpoints of the model hold fp32 weights", fixed=True)
         if use_scaler and any(note.startswith("static") for _a, note in settings):
             m.report(wrap_stmt, "A2A503", "static loss scale approximated: GradScaler skips an overflowing step as "
                      "FP16_Optimizer did, and also halves the scale (FP16_Optimizer kept it); "

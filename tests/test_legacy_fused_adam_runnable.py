@@ -11,6 +11,8 @@ apex's source before its 2019-08 rewrite). Against the original:
   weights under autocast after; the losses differ by fp16 rounding (about 3e-4 on losses near 4.5 over 24
   micro-batches; tolerance 1e-3 relative), both take 12 steps and skip the same overflowing one (dynamic). The fixture is sensitive to what the
   port keeps: the same run without the per-group clip, or with the bias correction, leaves the tolerance.
+- Each run ends by loading the saved model again, `.half()` under --fp16 (kept by the migration: a model
+  built afresh for evaluation), and printing the sum of its logits on held-out ids, compared as the losses.
 - The port's update against the stand-in FusedAdam's, on the same fp32 gradients (no loss scale, every
   group clipped): equal to 1e-6 over 5 steps, for each of bias_correction / eps_inside_sqrt.
 """
@@ -61,11 +63,15 @@ def _train(source, tmp_path, tag, *args):
     path = tmp_path / f"{tag}.py"
     path.write_text(source.replace('"cuda"', '"cpu"'), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": STAND_IN}
-    proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run([sys.executable, str(path), "--do_eval", "--output_dir", str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     losses = [float(v) for v in re.findall(r"loss ([-0-9.naninf]+)", proc.stdout)]
     steps = int(re.search(r"optimizer steps (\d+)", proc.stdout).group(1))
     scale = re.search(r"scale ([0-9.]+)", proc.stdout)
+    ev = re.search(r"eval logits ([-0-9.]+) dtype (\S+)", proc.stdout)
+    losses.append(float(ev.group(1)))  # the evaluation of the saved model, loaded again (fp16 under --fp16)
+    assert ev.group(2) == ("torch.float16" if "--fp16" in args else "torch.float32"), proc.stdout
     return losses, steps, proc.stdout.count("Grad overflow"), float(scale.group(1)) if scale else None
 
 
@@ -79,7 +85,7 @@ def test_rewrite_equals_the_hand_migration(migrated):
 
 def test_fp32_mode_trains_exactly_as_before(migrated, tmp_path):
     legacy = _train(_read("legacy", "train.py"), tmp_path, "legacy")
-    assert len(legacy[0]) == 24 and legacy[1] == 12
+    assert len(legacy[0]) == 25 and legacy[1] == 12
     assert _train(migrated, tmp_path, "migrated")[:3] == legacy[:3]
 
 
@@ -90,7 +96,7 @@ def test_fp16_mode_matches_within_fp16_rounding(migrated, tmp_path, mode, overfl
     that step and halved 2**16, GradScaler skips it and ends at 2**15 too."""
     legacy, legacy_steps, legacy_overflows, _ = _train(_read("legacy", "train.py"), tmp_path, "legacy", "--fp16", *mode)
     ours, our_steps, _, our_scale = _train(migrated, tmp_path, "migrated", "--fp16", *mode)
-    assert len(legacy) == len(ours) == 24
+    assert len(legacy) == len(ours) == 25
     assert legacy_steps == our_steps == 12
     assert legacy_overflows == overflows and our_scale == scale
     assert _close(legacy, ours), (legacy, ours)
