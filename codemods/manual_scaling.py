@@ -205,6 +205,18 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
             if owns:
                 self.report(cls, "A2A512", f"class {cls.name.value} scales the loss and owns the backward: replace "
                             f"it with {self.gs}(\"{self.device}\"): scaler.scale(loss).backward(), "
-                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
+                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()"
+                            + self._vendored_note(cls, methods))
 
-
+    def _vendored_note(self, cls: cst.ClassDef, methods: Set[str]) -> str:
+        """For a project's own copy of apex.fp16_utils.FP16_Optimizer: which callers keep it, and when it can go."""
+        name = cls.name.value
+        if name != "FP16_Optimizer" or not {"backward", "step", "clip_master_grads"} <= methods:
+            return ""
+        mod = self.ctx.module_name
+        spell = [f"`from {m} import {name}`" for m in (mod, mod.rpartition(".")[0]) if m]
+        return (f". This is a copy of apex.fp16_utils.FP16_Optimizer kept in the project; the files that import it "
+                f"({' or '.join(spell) or 'by name'}) each carry an A2A502 finding at their `{name}(...)` with the "
+                "hand migration (fp32 model without FP16_Module, torch.autocast, GradScaler). It is only needed "
+                "while one of them remains: once none imports it, delete this file with its loss scaler and "
+                "fp16 helpers")
