@@ -46,7 +46,12 @@ class Fp16OptimizerPass:
                     continue
                 what = (f"`{copies[0]}` (a copy of apex.fp16_utils.FP16_Optimizer in this project: fp32 master "
                         "weights of an fp16 model and a loss scaler)")
-                clip = "; clip_master_grads(n) becomes scaler.unscale_(optimizer) + clip_grad_norm_(..., n)"
+                clip = ("; clip_master_grads(n) becomes scaler.unscale_(optimizer) + clip_grad_norm_(..., n); "
+                        "backward(loss, update_master_grads=False) and update_master_grads() go (GradScaler keeps no "
+                        "master gradients); `optimizer.overflow` (the step was skipped) becomes `scaler.get_scale() < "
+                        "scale_before_step`, `optimizer.loss_scale` becomes scaler.get_scale(); optimizer state_dict() "
+                        "no longer holds the scaler: save scaler.state_dict() beside it. The vendored "
+                        f"`{copies[0].rpartition('.')[0]}` copy can be deleted once no file uses it (its A2A512)")
                 init = "2.0**32"  # apex.fp16_utils' DynamicLossScaler default
             else:
                 continue

@@ -10,6 +10,7 @@ import libcst as cst
 from . import templates
 from .code_layout import indent_continuations
 from .names import code_of, dotted_name, literal_number, norm_code
+from .scaling_shapes import walk_all
 
 LOG_ROOTS = {"logger", "logging", "log", "print", "warnings", "tqdm"}
 
@@ -132,3 +133,32 @@ def flag_autocast_maker(device: str, dtype: str, flag: str,
         assert isinstance(head, cst.With)
         return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
     return make
+
+
+def eval_only_cast(cast_if: cst.If, model: str, func: cst.FunctionDef, loop: cst.CSTNode, parents) -> Optional[str]:
+    """None when `if F: M.half()` casts a model built afresh for evaluation after the training: the statement of
+    `func`'s body holding it comes after the one holding the training `loop`, and the statement just before
+    it binds `M = <call>` from a call that does not read M (`M = Model.from_pretrained(out_dir)`,
+    not `M = M.to(device)`); else the reason. Such a cast stays: that model is loaded, cast and evaluated as
+    before (its checkpoint now holds the fp32 weights it rounds)."""
+    cast = cast_if.body.body[0].body[0].value if isinstance(cast_if.body, cst.IndentedBlock) else None
+    if not (isinstance(cast, cst.Call) and dotted_name(cast.func.value) == model):
+        return "another model is cast to fp16 in the function too"
+
+    def top(node: cst.CSTNode) -> Optional[int]:
+        while node is not None and parents.get(node) is not func.body:
+            node = parents.get(node)
+        return None if node is None else list(func.body.body).index(node)
+
+    after, train = top(cast_if), top(loop)
+    if after is None or train is None or after <= train:
+        return f"{model} is cast to fp16 again where it may still be the trained model"
+    block = parents.get(cast_if)
+    body = list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
+    k = next((i for i, s in enumerate(body) if s is cast_if), None)
+    prev = body[k - 1] if k else None
+    small = prev.body[0] if isinstance(prev, cst.SimpleStatementLine) and len(prev.body) == 1 else None
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)
+            and model not in {dotted_name(n) for n in walk_all(small.value)}):
+        return f"the later `{model}.half()` is not of a model built afresh on the line before (`{model} = <call>`)"
+    return None

@@ -24,9 +24,10 @@ Only `T.backward(L)`, `T.step()`, `T.zero_grad()` and `T.param_groups` may be us
 param_groups were FusedAdam's, so a warmup loop writing `param_group['lr']` stays as it is).
 
 apex < 0.1's FusedAdam is migrated here, not by apex_modules (whose mapping is apex >= 0.1's, with another
-positional order), and only when it has no torch-inexpressible option: `bias_correction=False`,
-`eps_inside_sqrt=True` and `max_grad_norm > 0` (a clip by a norm the wrapper handed to step()) keep the
-whole pattern as it is, with a finding at each site naming the mapping.
+positional order): to torch.optim.AdamW when it has no torch-inexpressible option, else (`bias_correction=False`,
+`eps_inside_sqrt=True`, `max_grad_norm > 0`, arguments not bound: SpanBERT's and BERT-NER's
+`FusedAdam(groups, lr=lr, bias_correction=False, max_grad_norm=1.0)`) to `LegacyFusedAdam(<the same
+arguments>)`, a plain-PyTorch port of its update added to the file (codemods/fused_adam_legacy.py, A2A306).
 """
 from __future__ import annotations
 
@@ -36,9 +37,10 @@ import libcst as cst
 
 from . import templates
 from .call_args import rebuild_args
+from .fused_adam_legacy import HELPER
 from .fused_optimizers import TORCH_ADAM_SIG
 from .code_layout import realign_call
-from .fp16_shapes import flag_autocast_maker
+from .fp16_shapes import eval_only_cast, flag_autocast_maker
 from .names import assigned_names, code_of, dotted_name, literal_number, sole_call
 from .scaling_shapes import FUSED_FP16_OPT, STATIC_INTERVAL, ancestors, parse_stmts, stmt_line, walk_all
 
@@ -49,6 +51,7 @@ LEGACY_ADAM_SIG = ("params", "lr", "bias_correction", "betas", "eps", "eps_insid
 LEGACY_WRAPPER_SIG = ("init_optimizer", "static_loss_scale", "dynamic_loss_scale", "dynamic_loss_args", "verbose")
 DYNAMIC = ("2.0**16", "1000")  # that wrapper's DynamicLossScaler: init 2**16, window 1000, factor 2
 USES = ("backward", "step", "zero_grad", "param_groups")
+PORT, PORT_CODE = "port", "A2A306"  # FusedAdam -> the added LegacyFusedAdam (codemods/fused_adam_legacy.py)
 
 
 def _bind(call: cst.Call, sig) -> Optional[Dict[str, cst.BaseExpression]]:
@@ -114,7 +117,7 @@ class LegacyFp16Optimizer:
                      f"{why}. Migrate by hand: keep the model fp32 (drop `.half()`), torch.autocast(\"{m.device}\", "
                      f"dtype=torch.float16, enabled=<the fp16 flag>) around forward + loss, scaler = {gs}, "
                      "optimizer.backward(loss) -> scaler.scale(loss).backward(), optimizer.step() -> "
-                     "scaler.step(optimizer); scaler.update()")
+                     "scaler.step(optimizer); scaler.update()" + self._adam_hint())
         for c in self.adams:
             m.report(c, "A2A304", f"FusedAdam here is apex < 0.1's (this module uses apex.optimizers.FP16_Optimizer) "
                      f"and is left with its wrapper: {self._adam_note(c)}")
@@ -124,32 +127,58 @@ class LegacyFp16Optimizer:
     def _adam_note(call: cst.Call) -> str:
         val = _bind(call, LEGACY_ADAM_SIG) or {}
         notes = []
-        if "bias_correction" in val and _lit_bool(val["bias_correction"]) is not True:
-            notes.append("bias_correction=False has no torch equivalent (torch Adam/AdamW always correct the bias; "
-                         "its updates would be sqrt(1 - b2^t) / (1 - b1^t) times apex's, about 1/6 around step 10, 1/3 at "
-                         "step 100): keep apex < 0.1 or port the optimizer")
+        legacy = [f"{k}={code_of(val[k])}" for k in ("bias_correction", "eps_inside_sqrt") if k in val
+                  and _lit_bool(val[k]) is not (k == "bias_correction")]
         mgn = val.get("max_grad_norm")
         if mgn is not None and literal_number(mgn) != 0:
-            notes.append(f"max_grad_norm={code_of(mgn)} clipped each param group by its own norm: "
-                         "scaler.unscale_(optimizer), then torch.nn.utils.clip_grad_norm_(group['params'], "
-                         f"{code_of(mgn)}) for each group of optimizer.param_groups, before scaler.step")
-        if "eps_inside_sqrt" in val and _lit_bool(val["eps_inside_sqrt"]) is not False:
-            notes.append("eps_inside_sqrt has no torch option")
+            legacy.append(f"max_grad_norm={code_of(mgn)}")
+        if legacy:
+            notes.append(f"{', '.join(legacy)} has no torch.optim equivalent (torch Adam/AdamW always correct the "
+                         "bias, and FusedAdam clipped each param group by its own norm): keep the call's arguments and "
+                         f"call {HELPER}(...) instead, the plain-PyTorch port of apex < 0.1's FusedAdam that "
+                         f"`apex2amp explain {PORT_CODE}` prints (it clips each group itself, after scaler.step has "
+                         "unscaled the gradients)")
         if not notes:
             notes.append("otherwise torch.optim.AdamW(params, lr, betas=..., eps=..., weight_decay=<its value, or "
                          "0.0>)")
         return "; ".join(notes)
 
-    def _adamw(self, call: cst.Call) -> Tuple[Optional[cst.Call], str]:
-        """The torch.optim.AdamW call for apex < 0.1's FusedAdam call, or (None, reason)."""
+    def _adam_hint(self) -> str:
+        """What the wrapped FusedAdam becomes in the hand migration."""
+        legacy = [c for c in self.adams if self._legacy_options(c) != ["arguments passed through"]]
+        if legacy:
+            return (f"; FusedAdam({', '.join(self._legacy_options(legacy[0]))}, ...) -> {HELPER}(<the same "
+                    f"arguments>), the class `apex2amp explain {PORT_CODE}` prints, added to the file")
+        return "; FusedAdam(...) -> torch.optim.AdamW(..., weight_decay=<its value, or 0.0>)" if self.adams else ""
+
+    @staticmethod
+    def _legacy_options(call: cst.Call) -> List[str]:
+        """`name=value` of the options that make FusedAdam apex < 0.1's own (or `*args` when unbound)."""
         val = _bind(call, LEGACY_ADAM_SIG)
-        if val is None or "params" not in val:
-            return None, "FusedAdam's arguments are not understood (*args/**kwargs or an unknown keyword)"
-        for name, ok in (("bias_correction", True), ("eps_inside_sqrt", False), ("amsgrad", False)):
-            if name in val and _lit_bool(val[name]) is not ok:
-                return None, f"FusedAdam({name}={code_of(val[name])}): {self._adam_note(call)}"
-        if "max_grad_norm" in val and literal_number(val["max_grad_norm"]) != 0:
-            return None, f"FusedAdam(max_grad_norm=...): {self._adam_note(call)}"
+        if val is None:
+            return ["arguments passed through"]
+        return [f"{k}={code_of(val[k])}" for k in ("bias_correction", "eps_inside_sqrt", "max_grad_norm", "amsgrad")
+                if k in val] or ["arguments passed through"]
+
+    def _adamw(self, call: cst.Call) -> Tuple[Optional[cst.Call], str]:
+        """The torch.optim.AdamW call for apex < 0.1's FusedAdam call, or the same call pointed at the added
+        LegacyFusedAdam port (codemods/fused_adam_legacy.py; flag `PORT`) where AdamW would change the update
+        (bias_correction=False, eps_inside_sqrt, max_grad_norm, arguments not bound), or (None, reason)."""
+        val = _bind(call, LEGACY_ADAM_SIG)
+        legacy = val is None or "params" not in val or any(
+            name in val and _lit_bool(val[name]) is not ok
+            for name, ok in (("bias_correction", True), ("eps_inside_sqrt", False), ("amsgrad", False))) or (
+            "max_grad_norm" in val and literal_number(val["max_grad_norm"]) != 0)
+        if legacy:
+            if not self.mig.ok(call, PORT_CODE):
+                return None, f"{PORT_CODE} (the LegacyFusedAdam port) is not selected here: {self._adam_note(call)}"
+            if HELPER in self.mig.index.name_values and not any(
+                    isinstance(s, cst.ClassDef) and s.name.value == HELPER for s in self.mig.module.body):
+                return None, f"the name {HELPER} is taken in this module: {self._adam_note(call)}"
+            line = stmt_line(call, self.parents)
+            port = call.with_changes(func=cst.Name(HELPER))
+            return (realign_call(call, port, code_of(line.body[0]).split("\n", 1)[0]) if line is not None
+                    else port), PORT
         flag = "fused" if self.mig.ctx.options.min_torch >= (2, 0) else "foreach"
         extra = [("weight_decay", "0.0"), (flag, "True")]
         args = rebuild_args(call, LEGACY_ADAM_SIG, TORCH_ADAM_SIG, {"bias_correction", "eps_inside_sqrt",
@@ -255,9 +284,12 @@ class LegacyFp16Optimizer:
         casts = [i for i in fnodes if isinstance(i, cst.If) and dotted_name(i.test) == flag and i.orelse is None
                  and isinstance(i.body, cst.IndentedBlock) and len(i.body.body) == 1
                  and id(sole_call(i.body.body[0])) in half_ids]
-        if len(casts) != 1 or len(halves) != 1:
-            return f"the function does not cast one model to fp16 once, alone under `if {flag}:` (other fp16 " \
-                   "tensors would meet an fp32 model)"
+        if not casts or len(halves) != len(casts):
+            others = sorted({code_of(h).strip() for h in halves if not any(
+                a in casts for a in ancestors(h, self.parents))})
+            return (f"the function casts tensors other than the model to fp16 ({', '.join(others)}), which would "
+                    "meet the fp32 model (drop those casts too: autocast casts per op)" if casts and others else
+                    f"the function does not cast its model to fp16 alone under `if {flag}:`")
         code = m.index.code
         if "float16" in code or "HalfTensor" in code or "torch.half" in code or "autocast" in code \
                 or "GradScaler" in code:
@@ -308,6 +340,10 @@ class LegacyFp16Optimizer:
                  and any(x is func for x in ancestors(a, self.parents))]
         if not loops:
             return "the backward is not inside a training loop"
+        for later in casts[1:]:  # `if FLAG: M.half()` of a model loaded again for evaluation stays
+            why = eval_only_cast(later, model, func, loops[-1], self.parents)
+            if why is not None:
+                return why
         for s in steps:
             if stmt_line(s, self.parents) is None or sole_call(stmt_line(s, self.parents)) is not s \
                     or not any(a is loops[-1] for a in ancestors(s, self.parents)):
@@ -387,13 +423,23 @@ class LegacyFp16Optimizer:
                      "overflow, skipping the step, as GradScaler does (GradScaler has no floor of 1 on the scale, and "
                      "checks the fp32 gradients of the fp32 model for inf/NaN). Numerics with "
                      f"{flag}: the fp32 weights are trained directly (before: fp32 master copies of an fp16 model), "
-                     "autocast runs fp16 per op, and checkpoints of the model hold fp32 weights", fixed=True)
+                     "autocast runs fp16 per op (code outside forward + loss, such as an evaluation during training, runs "
+                     "the fp32 model), and checkpoints of the model hold fp32 weights", fixed=True)
         if use_scaler and any(note.startswith("static") for _a, note in settings):
             m.report(wrap_stmt, "A2A503", "static loss scale approximated: GradScaler skips an overflowing step as "
                      "FP16_Optimizer did, and also halves the scale (FP16_Optimizer kept it); "
                      f"growth_interval={STATIC_INTERVAL} keeps it from growing", fixed=True)
-        m.report(adam, "A2A301", f"apex < 0.1 FusedAdam -> torch.optim.AdamW with weight_decay explicit and "
-                 f"{flag_kw}=True (decoupled decay, as FusedAdam's; not bitwise identical: FusedAdam added eps before "
-                 "the bias correction and scaled the decay by the bias-corrected step size)", fixed=True)
+        if flag_kw == PORT:
+            m.needs_legacy_adam = True
+            m.report(adam, PORT_CODE, f"apex < 0.1 FusedAdam({', '.join(self._legacy_options(adam))}) -> "
+                     f"{HELPER}, a plain-PyTorch port of its update added to this file (torch.optim has no Adam "
+                     "without bias correction): each param group clipped to its max_grad_norm by its own norm, "
+                     "eps added to sqrt(v), weight decay added to the update; the arguments stay as they were"
+                     + (f"; {m.scaler_base}.step({target}) unscales the gradients before its step" if use_scaler else ""),
+                     fixed=True)
+        else:
+            m.report(adam, "A2A301", f"apex < 0.1 FusedAdam -> torch.optim.AdamW with weight_decay explicit and "
+                     f"{flag_kw}=True (decoupled decay, as FusedAdam's; not bitwise identical: FusedAdam added eps "
+                     "before the bias correction and scaled the decay by the bias-corrected step size)", fixed=True)
         m.report(cast_if, "A2A504", f"{code_of(cast_if.body.body[0]).strip()} under {flag} removed: the model stays "
                  "fp32 and autocast picks fp16 per op", fixed=True)

@@ -24,6 +24,7 @@ from .apex_names import Resolver
 from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
 from .fp16_optimizer import Fp16OptimizerPass
+from .fused_adam_legacy import add_helper_class
 from .fused_fp16_optimizer import LegacyFp16Optimizer
 from .torch_import import ensure_torch
 from .index import ModuleIndex, parent_mapping
@@ -39,7 +40,7 @@ class ManualLossScalingToGradScaler(Codemod):
     NAME = "manual_scaling"
     DESCRIPTION = "hand-written loss scaling and FP16_Optimizer patterns -> GradScaler"
     CODES = RULE_CODES + manual_fp16.CODES + \
-        dynamic_scaler.CODES
+        dynamic_scaler.CODES + ("A2A306",)
     TOKENS = (b"FP16_Optimizer", b"fp16_utils", b".backward(", b"network_to_half")
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
@@ -57,6 +58,8 @@ class ManualLossScalingToGradScaler(Codemod):
         new = apply_plan(module, m.plan)
         if m.needs_torch:
             new = ensure_torch(new, m.res)
+        if m.needs_legacy_adam:  # apex < 0.1's FusedAdam -> the LegacyFusedAdam port (codemods/fused_adam_legacy.py)
+            new = add_helper_class(new)
         return new
 
 
@@ -69,6 +72,7 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
         self.index = index
         self.plan = EditPlan()
         self.needs_torch = False
+        self.needs_legacy_adam = False
         opts = ctx.options
         self.device = opts.device
         self.gs = opts.grad_scaler_callee
@@ -157,7 +161,8 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                             f"torch.autocast around forward + loss, scaler = {self.gs}(\"{self.device}\", "
                             "init_scale=2.0**32, growth_interval=1000), scaler.scale(loss).backward(), "
                             "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
-        self._other_fp16_optimizers(LegacyFp16Optimizer(self).run())
+        legacy = LegacyFp16Optimizer(self).run()  # apex < 0.1's FP16_Optimizer wrappers it migrated or reported
+        self._other_fp16_optimizers(legacy)
         for call in helpers:
             name = (self.res.apex_name(call.func) or "").rsplit(".", 1)[-1]
             self.report(call, "A2A502", f"{name}: hand-made fp32 master weights / loss scaler from apex.fp16_utils; "
@@ -168,7 +173,8 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                 self.report(call, "A2A502", f"{q.rsplit('.', 1)[1]}: keep the model fp32 and run forward + loss under "
                             "torch.autocast (GradScaler rejects fp16 gradients); network_to_half also changed "
                             "state_dict keys (prefix '1.')")
-        if not fp16_opts and not helpers and not any(self.res.apex_name(c.func) in MODEL_WRAPPERS for c in self.calls):
+        if not fp16_opts and not helpers and not legacy \
+                and not any(self.res.apex_name(c.func) in MODEL_WRAPPERS for c in self.calls):
             fp16 = manual_fp16.HandFp16(self)  # a `.half()` model trained by hand (2018 BERT fine-tuning style)
             fp16.run()
             self._by_hand_fp16 = fp16.handled
@@ -199,6 +205,18 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
             if owns:
                 self.report(cls, "A2A512", f"class {cls.name.value} scales the loss and owns the backward: replace "
                             f"it with {self.gs}(\"{self.device}\"): scaler.scale(loss).backward(), "
-                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
+                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()"
+                            + self._vendored_note(cls, methods))
 
-
+    def _vendored_note(self, cls: cst.ClassDef, methods: Set[str]) -> str:
+        """For a project's own copy of apex.fp16_utils.FP16_Optimizer: which callers keep it, and when it can go."""
+        name = cls.name.value
+        if name != "FP16_Optimizer" or not {"backward", "step", "clip_master_grads"} <= methods:
+            return ""
+        mod = self.ctx.module_name
+        spell = [f"`from {m} import {name}`" for m in (mod, mod.rpartition(".")[0]) if m]
+        return (f". This is a copy of apex.fp16_utils.FP16_Optimizer kept in the project; the files that import it "
+                f"({' or '.join(spell) or 'by name'}) each carry an A2A502 finding at their `{name}(...)` with the "
+                "hand migration (fp32 model without FP16_Module, torch.autocast, GradScaler). It is only needed "
+                "while one of them remains: once none imports it, delete this file with its loss scaler and "
+                "fp16 helpers")
