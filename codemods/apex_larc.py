@@ -123,13 +123,7 @@ from apex.parallel.LARC import LARC
 def build(model):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     return LARC(optimizer=optimizer, trust_coefficient=0.001, clip=False)""",
-     after="""
-import torch
-
-
-class LARC(object):
-    ...  # apex 25.05's LARC, copied (about 70 lines)
-
+     after="import torch\n\n\n" + HELPER_CODE + """
 
 def build(model):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
