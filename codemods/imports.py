@@ -235,7 +235,7 @@ def _alias_fallbacks(fallback_tries, imported_elsewhere, table: ImportTable, ctx
             where = imported_elsewhere.get(name, "other modules")
             ctx.report(t, "A2A310", f"`{name}` (apex's FusedLayerNorm, or this file's fallback class without apex) "
                        f"-> `{name} = {spelled[name]}`, the class this module's own uses now build, kept "
-                       f"for {where} that import it from here; under autocast the output is fp32 (apex returned "
+                       f"for {where}, which imports it from here; under autocast the output is fp32 (apex returned "
                        "the autocast/param dtype)", fixed=True)
         out |= bound
     return out
