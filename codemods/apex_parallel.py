@@ -16,6 +16,7 @@ from typing import Dict, List, Tuple
 import libcst as cst
 
 from .apex_ddp import DDP_TORCH, ddp_call
+from .apex_larc import HELPER_CODE as LARC_CODE, LARC_CLASS, LARC_MODULE, REFUSED as LARC_REFUSED, LarcPlan
 from .apex_parallel_imports import replace_imports, replaceable_names, rewrite_dotted
 from .apex_parallel_names import CONVERT_NAMES, DDP_NAMES, GROUP_NAMES, SYNCBN_NAMES, Refs, edit_code
 from .apex_parallel_reported import REPORT_ONLY, RULES_MSG
@@ -33,7 +34,7 @@ class ApexParallelToTorchDDP(Codemod):
     NAME = "apex_parallel"
     DESCRIPTION = "apex.parallel DistributedDataParallel / SyncBatchNorm -> torch.nn.parallel / torch.nn.SyncBatchNorm"
     CODES = ("A2A201", "A2A202", "A2A203", "A2A210", "A2A211", "A2A212", "A2A213", "A2A220", "A2A221",
-             "A2A222", "A2A223")
+             "A2A222", "A2A223", "A2A225")
     WORDS = (b"apex",)
 
     def transform(self, wrapper: cst.MetadataWrapper, ctx: FileContext) -> cst.Module:
@@ -60,6 +61,10 @@ class ApexParallelToTorchDDP(Codemod):
             if isinstance(call.func, cst.Name):
                 name_calls.setdefault(call.func.value, []).append((call, q))
         replace_names, blocked = replaceable_names(table, ctx)
+        larc = LarcPlan(module, table, parents, refs, ctx)
+        larc_ok = larc.why is None and ctx.enabled("A2A225")
+        if larc_ok:
+            larc.apply(table, parents, plan, ctx)
 
         # a module that toggles apex DDP's all-reduce keeps apex DDP: torch DDP has no such methods, and the
         # pattern (no_sync() around the micro-step backward passes) is for a person to rewrite
@@ -108,6 +113,9 @@ class ApexParallelToTorchDDP(Codemod):
             elif q in GROUP_NAMES:
                 plan.replace_node[call] = group_call(call, ctx)
                 add_helper = need_torch = True
+            elif q in (LARC_CLASS, LARC_MODULE):
+                if not larc_ok:
+                    ctx.report(call, "A2A220", LARC_REFUSED.format(why=larc.why) if larc.why else RULES_MSG["A2A220"])
             elif q in REPORT_ONLY:
                 code = REPORT_ONLY[q]
                 ctx.report(call, code, RULES_MSG[code])
@@ -118,6 +126,8 @@ class ApexParallelToTorchDDP(Codemod):
         # report-only imports (LARC, Reducer, multiproc) bound by name
         for local, qs in table.bindings.items():
             for q in qs:
+                if q in (LARC_CLASS, LARC_MODULE) and larc_ok:
+                    continue
                 if q in REPORT_ONLY and not name_calls.get(local):
                     for stmt in table.statements.get(local, [])[:1]:
                         ctx.report(stmt, REPORT_ONLY[q], RULES_MSG[REPORT_ONLY[q]])
@@ -130,6 +140,9 @@ class ApexParallelToTorchDDP(Codemod):
         new_module = apply_plan(module, plan)
         if add_helper:
             new_module = add_helper_function(new_module, HELPER_NAME, HELPER_CODE.format(name=HELPER_NAME))
+        if larc_ok:
+            new_module = add_helper_function(new_module, "LARC", LARC_CODE)
+            need_torch = True
         if need_torch:
             new_module = ensure_imports(new_module, ["torch"])
         return new_module

@@ -53,8 +53,8 @@ def rewrite_dotted(refs: Refs, replace_names: Dict[str, Tuple[str, str, str]], t
     Whether one became torch's (the module then needs `import torch`)."""
     need_torch = False
     for attr, q in refs.attr_refs:
-        if any(attr is c.func for c, _ in refs.calls):
-            continue
+        if any(attr is c.func for c, _ in refs.calls) or attr in plan.replace_node:
+            continue  # a call, or a reference already rewritten (LARC: codemods/apex_larc.py)
         head = dotted_name(attr)
         if head and head.split(".")[0] in replace_names:
             continue  # the import itself is replaced; `ReduceOp.MAX` keeps working

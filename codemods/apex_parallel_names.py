@@ -40,6 +40,8 @@ def edit_code(q: str) -> str:
         return "A2A213"
     if q.startswith("apex.parallel.ReduceOp"):
         return "A2A222"
+    if q in ("apex.parallel.LARC.LARC", "apex.parallel.LARC"):
+        return "A2A225"
     return REPORT_ONLY.get(q, "A2A202")
 
 

@@ -1,4 +1,5 @@
-"""apex.parallel names with no torch twin, reported and left alone: LARC (A2A220), Reducer (A2A221)
+"""apex.parallel names with no torch twin, reported and left alone: LARC where codemods/apex_larc.py cannot
+add its class (A2A220), Reducer (A2A221)
 and the multiproc launcher (A2A223), each with the message saying what replaces it."""
 from __future__ import annotations
 
@@ -12,18 +13,24 @@ REPORT_ONLY = {
     "apex.parallel.multiproc": "A2A223",
 }
 
-rule("A2A220", "apex-larc", "apex.parallel.LARC has no torch equivalent",
+rule("A2A220", "apex-larc", "apex.parallel.LARC that cannot be migrated here (A2A225 adds it where it can)",
      fixes=False, severity=WARNING,
      why="""
-LARC (layer-wise adaptive rate clipping) wraps an optimizer; torch has no such wrapper. Vendor the
-~100-line class from apex 25.05 (BSD licence) into your project or keep apex <= 25.05 installed.""",
+LARC (layer-wise adaptive rate clipping) wraps an optimizer; torch has no such wrapper, but apex's class
+is plain PyTorch, and A2A225 adds it to the file. It cannot where the file already binds `LARC` to
+something else, imports apex's LARC inside a `try` (whose fallback would stay), or uses the module
+apex.parallel.LARC itself: copy the class of apex 25.05 (apex/parallel/LARC.py, BSD 3-Clause) into your
+project under a free name and import it in place of apex's, or keep apex <= 25.05 installed for it.""",
      before="""
-from apex.parallel.LARC import LARC
+import torch
+from apex.parallel.LARC import LARC as ApexLARC
+
+LARC = {"trust_coefficient": 0.001, "clip": False}
 
 
 def wrap(optimizer):
-    return LARC(optimizer, trust_coefficient=0.02)""",
-     after="optimizer = LARC(optimizer, trust_coefficient=0.02)  # LARC vendored in my_project/larc.py")
+    return ApexLARC(optimizer, **LARC)""",
+     after="optimizer = ApexLARC(optimizer, **LARC)  # ApexLARC: apex's LARC copied to my_project/larc.py")
 
 rule("A2A221", "apex-reducer", "apex.parallel.Reducer -> all_reduce by hand",
      fixes=False, severity=WARNING,

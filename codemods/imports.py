@@ -19,6 +19,7 @@ import libcst as cst
 
 from . import amp_rules as R
 from .apex_extension_names import APEX_EXTENSIONS
+from .apex_names import Resolver
 from .apex_install_checks import (apex_probes, install_checks, install_guard_candidates, module_keeping_apex,
                                   skip_gate, unwrap_install_guards)
 from .apex_uses import apex_uses, forward_references, guard_homes, kept_by_comment
@@ -28,6 +29,7 @@ from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
 from .flag_reads import foldable_flag_reads
 from .fold_flags import FoldStatements, flag_constant
 from .guards import apex_flag_tries, apex_locals, imports_from_apex
+from .import_fallbacks import alias_lines, alias_targets, drop_fallback_uses
 from .index import ModuleIndex
 from .mode_rules import APEX_FLAG_LEFTOVER
 from .names import ImportTable, dotted_name, import_bound_names
@@ -64,6 +66,7 @@ class RemoveApexImports(Codemod):
         while True:
             homes = guard_homes(ModuleIndex.of(module), table, locals_, {f: flag_tries[f] for f in flags})
             uses, guard_stmts, fallback_assigns, guard_comparisons = apex_uses(module, homes, locals_)
+            uses, fallback_tries = drop_fallback_uses(module, uses, locals_)
             flag_reads: List[cst.Name] = []
             if not flags or any(uses.get(name) for name in locals_):
                 break  # flags go only with every apex import
@@ -102,7 +105,7 @@ class RemoveApexImports(Codemod):
         imported_elsewhere = ctx.facts.reexports.get(key, {}) if key else {}
         removable = {name for name in locals_ if not uses.get(name) and name not in probes and name not in typed
                      and name not in imported_elsewhere}
-        kept = locals_ - removable
+        kept = locals_ - removable - _alias_fallbacks(fallback_tries, imported_elsewhere, table, ctx, plan, module)
         index = ModuleIndex.of(module)
         at_module_level = {name for name in removable if _bound_at_module_level(table, name, index)}
         if at_module_level and key:  # other files may import these from here
@@ -212,6 +215,30 @@ class RemoveApexImports(Codemod):
                     what = ", ".join(used) if used else "names"
                     ctx.report(node, R.STAR_IMPORT.code, f"`from {mod} import *` still provides {what}: migrate "
                                                          "them, then remove the import")
+
+
+def _alias_fallbacks(fallback_tries, imported_elsewhere, table: ImportTable, ctx: FileContext, plan: EditPlan,
+                     module: cst.Module) -> Set[str]:
+    """A fallback `try` (codemods/import_fallbacks.py) whose names other modules import from here becomes
+    `Name = torch.nn.LayerNorm`; the names so bound."""
+    res = Resolver.of(module, ctx.module_name)
+    out: Set[str] = set()
+    for t, bound in fallback_tries:
+        if not bound & set(imported_elsewhere):
+            continue
+        targets = alias_targets(t, bound, table)
+        spelled = {n: res.spelling(q, q) for n, q in targets.items()}
+        if not targets or (any(v.startswith("torch.") for v in spelled.values()) and not res.has_torch()):
+            continue
+        plan.replace_stmt[t] = alias_lines(t, targets, lambda q: res.spelling(q, q))
+        for name in sorted(bound):
+            where = imported_elsewhere.get(name, "other modules")
+            ctx.report(t, "A2A310", f"`{name}` (apex's FusedLayerNorm, or this file's fallback class without apex) "
+                       f"-> `{name} = {spelled[name]}`, the class this module's own uses now build, kept "
+                       f"for {where}, which imports it from here; under autocast the output is fp32 (apex returned "
+                       "the autocast/param dtype)", fixed=True)
+        out |= bound
+    return out
 
 
 def _without_names(stmt: cst.CSTNode, names: Set[str]) -> Optional[cst.CSTNode]:

@@ -148,7 +148,8 @@ def _setup_optimizer(optimizer, props):
         orig_zero = optimizer.zero_grad
 
         def zero_grad(self, set_to_none=True):
-            orig_zero(set_to_none)
+            # a wrapper such as apex.parallel.LARC has zero_grad(self) only (apex's O2 zero_grad takes no argument)
+            orig_zero() if set_to_none else orig_zero(set_to_none)
             for model_p in stash.model_params:
                 model_p.grad = None
 
