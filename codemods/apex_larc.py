@@ -3,8 +3,8 @@ the file binds `LARC` to something else, imports it inside a `try` or reaches it
 
 apex's LARC (apex/parallel/LARC.py at 25.05) is plain PyTorch: it wraps any optimizer, and at each
 `step()` absorbs the wrapped optimizer's weight decay into the gradients and multiplies them by the
-layer-wise adaptive rate before calling the wrapped `step()`. The helper is that class, its algorithm
-copied line for line, so the migrated file computes exactly what apex did. Under GradScaler,
+layer-wise adaptive rate before calling the wrapped `step()`. The helper is a class of our own that
+computes what apex's did, operation for operation, so the migrated file's numbers are apex's. Under GradScaler,
 `scaler.step(optimizer)` unscales the gradients (through `optimizer.param_groups`, which LARC
 forwards) before LARC's `step()` reads them, as apex amp unscaled them when `scale_loss` exited; an
 overflow skips the whole step on both.
@@ -24,33 +24,20 @@ LARC_CLASS = "apex.parallel.LARC.LARC"
 LARC_MODULE = "apex.parallel.LARC"
 HELPER_NAME = "LARC"
 
-HELPER_CODE = '''class LARC(object):
-    """apex.parallel.LARC (apex 25.05, apex/parallel/LARC.py), added by apex2amp: plain PyTorch, the same
-    algorithm. Copyright (c) NVIDIA Corporation, BSD 3-Clause licence (https://github.com/NVIDIA/apex).
+HELPER_CODE = '''class LARC:
+    """Layer-wise adaptive rate scaling around `optimizer`, computed as apex.parallel.LARC did (added by
+    apex2amp; plain PyTorch, https://arxiv.org/abs/1708.03888).
 
-    Wraps `optimizer`; each step scales every gradient by the layer-wise adaptive rate
-    trust_coefficient * |w| / (|g| + weight_decay * |w| + eps) (with clip=True, at most lr), the
-    optimizer's weight decay folded into the gradient first (https://arxiv.org/abs/1708.03888).
+    Each step() folds the wrapped optimizer's weight decay into every gradient and scales it by
+    trust_coefficient * |w| / (|g| + weight_decay * |w| + eps) (with clip=True: that rate divided by the
+    group's lr, at most 1), then runs the wrapped step with weight decay off.
     """
 
     def __init__(self, optimizer, trust_coefficient=0.02, clip=True, eps=1e-8):
         self.optim = optimizer
         self.trust_coefficient = trust_coefficient
-        self.eps = eps
         self.clip = clip
-
-    def __getstate__(self):
-        return self.optim.__getstate__()
-
-    def __setstate__(self, state):
-        self.optim.__setstate__(state)
-
-    @property
-    def state(self):
-        return self.optim.state
-
-    def __repr__(self):
-        return self.optim.__repr__()
+        self.eps = eps
 
     @property
     def param_groups(self):
@@ -60,48 +47,44 @@ HELPER_CODE = '''class LARC(object):
     def param_groups(self, value):
         self.optim.param_groups = value
 
+    @property
+    def state(self):
+        return self.optim.state
+
     def state_dict(self):
         return self.optim.state_dict()
 
     def load_state_dict(self, state_dict):
         self.optim.load_state_dict(state_dict)
 
-    def zero_grad(self):
-        self.optim.zero_grad()
+    def zero_grad(self, *args, **kwargs):
+        self.optim.zero_grad(*args, **kwargs)
 
     def add_param_group(self, param_group):
         self.optim.add_param_group(param_group)
 
+    def __repr__(self):
+        return repr(self.optim)
+
     def step(self):
+        decays = [group.get("weight_decay", 0) for group in self.optim.param_groups]
         with torch.no_grad():
-            weight_decays = []
-            for group in self.optim.param_groups:
-                # absorb weight decay control from optimizer
-                weight_decay = group['weight_decay'] if 'weight_decay' in group else 0
-                weight_decays.append(weight_decay)
-                group['weight_decay'] = 0
-                for p in group['params']:
+            for group, decay in zip(self.optim.param_groups, decays):
+                group["weight_decay"] = 0
+                for p in group["params"]:
                     if p.grad is None:
                         continue
-                    param_norm = torch.norm(p.data)
-                    grad_norm = torch.norm(p.grad.data)
-
-                    if param_norm != 0 and grad_norm != 0:
-                        # calculate adaptive lr + weight decay
-                        adaptive_lr = self.trust_coefficient * (param_norm) / (grad_norm + param_norm * weight_decay + self.eps)
-
-                        # clip learning rate for LARC
-                        if self.clip:
-                            # calculation of adaptive_lr so that when multiplied by lr it equals `min(adaptive_lr, lr)`
-                            adaptive_lr = min(adaptive_lr / group['lr'], 1)
-
-                        p.grad.data += weight_decay * p.data
-                        p.grad.data *= adaptive_lr
-
+                    w_norm, g_norm = torch.norm(p.data), torch.norm(p.grad.data)
+                    if w_norm == 0 or g_norm == 0:
+                        continue
+                    rate = self.trust_coefficient * w_norm / (g_norm + w_norm * decay + self.eps)
+                    if self.clip:
+                        rate = min(rate / group["lr"], 1)
+                    p.grad.data += decay * p.data
+                    p.grad.data *= rate
         self.optim.step()
-        # return weight decay control to optimizer
-        for i, group in enumerate(self.optim.param_groups):
-            group['weight_decay'] = weight_decays[i]
+        for group, decay in zip(self.optim.param_groups, decays):
+            group["weight_decay"] = decay
 '''
 
 rule("A2A225", "apex-larc-helper", "apex.parallel.LARC -> the same LARC class added to the file (plain PyTorch)",
@@ -109,9 +92,8 @@ rule("A2A225", "apex-larc-helper", "apex.parallel.LARC -> the same LARC class ad
      why="""
 torch has no LARC, but apex's LARC (apex/parallel/LARC.py) is plain PyTorch: a wrapper whose step()
 folds the wrapped optimizer's weight decay into the gradients and multiplies them by the layer-wise
-adaptive rate, then calls the wrapped step(). The tool adds that class to the file, its algorithm copied
-from apex 25.05 (BSD 3-Clause, the notice kept in its docstring), and drops the apex import, so the
-results are the same. GradScaler works with it: `scaler.step(optimizer)` unscales the gradients through
+adaptive rate, then calls the wrapped step(). The tool adds a LARC class of its own that computes the same
+thing operation for operation to the file, and drops the apex import, so the results are the same. GradScaler works with it: `scaler.step(optimizer)` unscales the gradients through
 LARC's `param_groups` before LARC's step() reads them, as apex amp had unscaled them when `scale_loss`
 exited, and an overflow skips the step on both. The file must not bind `LARC` to anything else (A2A220
 then).""",
@@ -230,7 +212,7 @@ class LarcPlan:
         for call in self.calls:
             if not (isinstance(call.func, cst.Name) and call.func.value == HELPER_NAME):
                 plan.replace_node[call.func] = cst.Name(HELPER_NAME)
-            ctx.report(call, "A2A225", "apex.parallel.LARC -> LARC, apex 25.05's class (plain PyTorch) added to "
+            ctx.report(call, "A2A225", "apex.parallel.LARC -> LARC, a class computing what apex's did (plain PyTorch) added to "
                        "this file: the same algorithm, and GradScaler unscales before its step()", fixed=True)
         for node in [*self.attrs, *self.name_refs]:
             if not (isinstance(node, cst.Name) and node.value == HELPER_NAME):

