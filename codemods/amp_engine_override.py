@@ -7,11 +7,15 @@
         ...
     class NativeEngine(Engine): ...    # its own scaler and optimizer_step
 
-The base method runs for every backend, so it cannot take the apex engine's scaler. The apex engine
-gets its own override instead: a copy of the base method with the scaler's step and update, so
-`ApexEngine` objects step through their GradScaler while `Engine` and its other subclasses keep the
-base method unchanged. Done only for a plain method (no decorator, no `super()`, no private `__names`)
-of an in-module base of the class that keeps the scaler, which that class does not define itself.
+The base method runs for every backend, and the base alone is often the fp32 engine (no native
+sibling needed for that), so it cannot take the apex engine's scaler. The apex engine gets its own
+override instead: a copy of the base method with the scaler's step and update, so `ApexEngine`
+objects step through their GradScaler while `Engine` and its other subclasses keep the base method
+unchanged. Done only for a plain method (no decorator, no `super()`, no private `__names`) of an
+in-module base of the class that keeps the scaler, which that class does not define itself and
+which the class's MRO resolves to. Where it cannot be done, the module is refused (A2A126) unless
+the base is abstract (`ABC` with an `@abstractmethod`). A base method that calls apex amp itself (a
+mixin of the apex engine) keeps its edits in place (amp_threading.check_holder_reach).
 """
 from __future__ import annotations
 
