@@ -20,8 +20,9 @@ class ThreadingPlanning(AmpPlanState):
         if not self.use_scaler:
             return
         if self.scaler_is_attr and not self.scaler_global:
-            amp_engine_override.override_base_steps(self, R.ENGINE_OVERRIDE)  # a base's step: override it
-            self._refusal = amp_threading.check_holder_reach(self)
+            # a base's method that needs the scaler: an override on the holder, or a refusal
+            self._refusal = amp_engine_override.override_base_steps(self, R.ENGINE_OVERRIDE) or \
+                amp_threading.check_holder_reach(self)
             if self._refusal:
                 return
         if self.scaler_global or self.scaler_is_attr:

@@ -193,8 +193,11 @@ Engine classes often come one per precision backend on a shared base (`Engine`, 
 `NativeEngine(Engine)`), and the base's `optimizer_step` calls `self.optimizer.step()` for all of them.
 Only the apex engine has the GradScaler (kept on `self`), so the base method cannot use it. The apex
 engine gets its own copy of that method with `scaler.step(optimizer)` and `scaler.update()`; the base
-and the other backends keep theirs unchanged. Not done when the class already defines the method, or
-the method is decorated, calls `super()` or reads private `__names`.""",
+and the other backends keep theirs unchanged. This holds with no other backend too: the base alone
+is the fp32 engine, whose objects have no scaler. Not done when the class already defines the method,
+the method is decorated, calls `super()` or reads private `__names`, or another class comes first in
+the apex engine's MRO; the module is then left as it is (A2A126), unless the base is abstract (`ABC`
+with an `@abstractmethod`: no object of its own) and may read the scaler.""",
     before="""
 import torch
 from apex import amp
