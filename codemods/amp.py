@@ -29,6 +29,7 @@ from .amp_plan_scale_loss import ScaleLossPlanning
 from .amp_plan_state import AMP, BF16_SWITCHED, CALLERS_KEEP_AMP, CORE_CODES, AmpPlanState
 from .amp_plan_steps import StepPlanning
 from .amp_object_attr_rewrite import plan_setter
+from .amp_inference import HALF_HELPER, HALF_HELPER_CODE
 from .amp_float_function import FLOAT_HELPER, helper_code as float_helper_code
 from .amp_plan_threading import ThreadingPlanning
 
@@ -165,6 +166,8 @@ class ApexAmpToTorchAmp(Codemod):
             new = ensure_imports(new, ["torch"])
         if a.needs_forward_helper:
             new = add_helper_function(new, FORWARD_HELPER, FORWARD_HELPER_CODE)
+        if getattr(a, "needs_half_helper", False):  # O3 inference (codemods/amp_inference.py)
+            new = add_helper_function(new, HALF_HELPER, HALF_HELPER_CODE)
         if getattr(a, "needs_float_helper", False):  # codemods/amp_float_function.py
             new = add_helper_function(new, FLOAT_HELPER, float_helper_code(ctx.options.device))
         return new

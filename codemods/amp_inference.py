@@ -55,3 +55,51 @@ def patched_models(target: Optional[cst.BaseExpression], models: cst.BaseExpress
     if len({norm_code(m) for m in out}) != len(out):
         return None
     return out
+
+
+HALF_HELPER = "half_forward"
+
+HALF_HELPER_CODE = '''def half_forward(forward):
+    """`forward` with its floating-point tensor inputs cast to fp16 and its floating-point tensor outputs
+    cast to fp32 (added by apex2amp): the forward patch that `amp.initialize` made at opt_level "O3",
+    beside its cast of the model to fp16."""
+
+    def cast(value, dtype):
+        if isinstance(value, torch.Tensor):
+            return value.to(dtype) if value.is_floating_point() else value
+        if isinstance(value, tuple) and hasattr(value, "_fields"):
+            return type(value)(*(cast(v, dtype) for v in value))
+        if isinstance(value, (list, tuple)):
+            return type(value)(cast(v, dtype) for v in value)
+        if isinstance(value, dict):
+            return {key: cast(v, dtype) for key, v in value.items()}
+        return value
+
+    def run(*args, **kwargs):
+        out = forward(*cast(args, torch.float16), **cast(kwargs, torch.float16))
+        return cast(out, torch.float32)
+
+    return run
+'''
+
+# the O3 properties an `amp.initialize` keyword may override: the call is then no longer plain O3
+O3_OVERRIDES = {"cast_model_type", "patch_torch_functions", "keep_batchnorm_fp32", "master_weights",
+                "cast_model_outputs", "enabled"}
+
+
+def o3_overrides(call: cst.Call) -> List[str]:
+    """The keywords of an inference `amp.initialize(..., opt_level="O3")` that change what O3 does (its
+    fp16 cast, BatchNorm kept fp32, the fp32 outputs) or make it conditional."""
+    return sorted(a.keyword.value for a in call.args if a.keyword is not None and a.keyword.value in O3_OVERRIDES)
+
+
+def o3_statements(models: Sequence[cst.BaseExpression]) -> List[str]:
+    """apex O3 for inference, spelled in plain PyTorch: each model's floating-point parameters and buffers
+    cast to fp16 (apex's `model.to(torch.float16)`, every method runs fp16) and its forward patched as
+    apex patched it (inputs to fp16, outputs to fp32)."""
+    out: List[str] = []
+    for m in models:
+        mc = norm_code(m)
+        out.append(f"{mc}.half()")
+        out.append(f"{mc}.forward = {HALF_HELPER}({mc}.forward)")
+    return out

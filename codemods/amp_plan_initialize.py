@@ -14,7 +14,7 @@ from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .walk import iter_nodes
 from .names import (arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code)
-from .amp_inference import patched_models
+from .amp_inference import o3_overrides, o3_statements, patched_models
 from .amp_plan_state import AmpPlanState, AmpSite, code_of, parse_expr, flatten, parse_stmt
 
 
@@ -183,13 +183,7 @@ class InitializePlanning(AmpPlanState):
         # what the call itself says (its gates hold already where the call stood)
         own_cond = as_bool(_and(cond_list[len(conds):]), self.module)
         if opts is None and level == "O3":
-            # apex cast the weights to fp16: every method ran fp16 (waveglow's `infer` on `mel.half()`), which
-            # an autocast forward cannot stand for (spec: O3 is report-only)
-            self.report(call, R.UNSUPPORTED, "`amp.initialize` without optimizers at O3 cast the model to fp16 "
-                                             "(all its methods, not only forward): replace it with `model.half()` "
-                                             "(apex also cast forward's inputs to fp16 and outputs to fp32), or "
-                                             "run the model fp32 under `torch.autocast(...)` (the O1 recipe)")
-            self.abort = True
+            self._plan_o3_inference(call, stmt, target, models.value)
             return
         if level in ("O2", "O3"):
             self.report(call, R.OPT_LEVEL, opt_level_message(level, self.ctx.options.target))
@@ -275,6 +269,39 @@ class InitializePlanning(AmpPlanState):
         what = "GradScaler" if self.use_scaler else "bf16 autocast (no scaler)"
         self.report(call, R.INITIALIZE, f"`amp.initialize` -> {what}" + (
             f" (enabled={code_of(self.cond)})" if self.cond is not None else ""), fixed=True)
+
+    def _plan_o3_inference(self, call: cst.Call, stmt: cst.CSTNode, target: Optional[cst.BaseExpression],
+                           models: cst.BaseExpression) -> None:
+        """`amp.initialize(model, opt_level="O3")` without optimizers: apex cast the model to fp16 (all its
+        methods ran fp16, not only forward: waveglow's `infer` on `mel.half()`) and patched its forward
+        (inputs to fp16, outputs to fp32); no loss scaling. An autocast forward cannot stand for that, so
+        the call becomes `model.half()` and the same forward patch (`half_forward`, added to the file)."""
+        kept = o3_overrides(call)
+        patched = patched_models(target, models)
+        if kept or patched is None:
+            why = (f"with `{'`, `'.join(kept)}`" if kept else "of models that are not plain names (or a list of "
+                   "names assigned to as many names)")
+            self.report(call, R.UNSUPPORTED, f"`amp.initialize` without optimizers at O3 {why}: apex cast the "
+                                             "model to fp16 (all its methods, not only forward); replace it by hand "
+                                             "with `model.half()` (apex also cast forward's inputs to fp16 and its "
+                                             "outputs to fp32), or run the model fp32 under `torch.autocast(...)` "
+                                             "(the O1 recipe)")
+            self.abort = True
+            return
+        same = target is None or [norm_code(e) for e in flatten(target)] == [norm_code(e) for e in flatten(models)]
+        new_stmts: List[cst.BaseStatement] = []
+        if not same:
+            new_stmts.append(cst.SimpleStatementLine(body=[cst.Assign(targets=[cst.AssignTarget(target)],
+                                                                      value=models)]))
+        new_stmts += [parse_stmt(s) for s in o3_statements(patched)]
+        self.plan.replace_stmt[stmt] = new_stmts
+        self.needs_torch = self.needs_half_helper = True
+        self.use_scaler = False
+        self.has_init = True
+        self.report(call, R.INITIALIZE, "`amp.initialize` without optimizers at O3 -> `.half()` on the model (apex "
+                                        "cast it to fp16: every method runs fp16) and its forward patched as apex "
+                                        "did (inputs to fp16, outputs to fp32; `half_forward`, added to this file; "
+                                        "no scaler)", fixed=True)
 
     def _literal_set_before(self, stmt: cst.CSTNode, value: cst.BaseExpression) -> Optional[str]:
         """The string a plain name holds at `stmt` when the statement just before it in the same block

@@ -228,8 +228,9 @@ would need a scaler that no `amp.initialize` in the module creates (it runs in a
 module's amp code is left as it is and each site is reported. The same holds for a method of a
 subclass of another package's class that nothing in the run calls (a framework hook such as mmcv's
 `OptimizerHook.after_train_iter(runner)`: the framework passes no scaler), and for the inference form
-at O3 (`amp.initialize(model, opt_level="O3")` without optimizers cast the whole model to fp16, which
-an autocast forward cannot stand for: use `model.half()` or the O1 recipe). Migrate by hand following
+at O3 with options that change what O3 does (`keep_batchnorm_fp32=`, `cast_model_type=`,
+`cast_model_outputs=`, `enabled=`; plain O3 without optimizers becomes `model.half()` and apex's
+forward patch, A2A101). Migrate by hand following
 the target idiom (see `apex2amp explain A2A101`).""",
     before="""
 from apex import amp
