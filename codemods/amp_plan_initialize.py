@@ -94,6 +94,7 @@ class InitializePlanning(AmpPlanState):
     def plan_initialize(self, site: AmpSite) -> None:
         call = site.call
         stmt = site.stmt
+        later = self.has_init  # several pairs in one block share the scaler (preflight checked them)
         if has_star_args(call) or any(a.keyword is None for a in call.args[2:]):
             self.report(call, R.UNSUPPORTED, "`amp.initialize` with *args or extra positional arguments: migrate by hand")
             self.abort = True
@@ -252,6 +253,12 @@ class InitializePlanning(AmpPlanState):
             self.report(call, R.INITIALIZE, "`amp.initialize` without optimizers -> the model's forward runs under "
                                             f"autocast, outputs cast to fp32 (`{FORWARD_HELPER}`, added to this file; "
                                             "no scaler)", fixed=True)
+            return
+        if later:  # another pair of the same block (codemods/amp_multi_init.py): the first call made the scaler
+            self.plan.replace_stmt[stmt] = new_stmts
+            self.report(call, R.INITIALIZE, "`amp.initialize` of another model / optimizer pair -> the one "
+                                            f"{'GradScaler' if self.use_scaler else 'autocast switch'} made at the "
+                                            "first call (apex's calls shared one loss scaler)", fixed=True)
             return
         if self.use_scaler:
             made = f"{self.ctx.options.grad_scaler_callee}({', '.join(scaler_args)})"

@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from . import amp_private, amp_reinit, amp_threading
+from . import amp_multi_init, amp_private, amp_reinit, amp_threading
 from . import amp_rules as R
 from .base import facts_key
 from .amp_inference import only_inference_inits
@@ -101,9 +101,12 @@ class PreflightChecks(AmpPlanState):
                                                    "(e.g. `GradScaler(init_scale=...)`), then rerun")
             self.abort = True
         if len(inits) > 1 and not self.abort and not only_inference_inits(live):  # one forward each: no shared scaler
-            for s in inits:
-                self.report(s.call, R.UNSUPPORTED, "several `amp.initialize` calls in one module: migrate by hand")
-            self.abort = True
+            why = amp_multi_init.shared_scaler_refusal(self, inits, live)  # a GAN's pairs share apex's one scaler
+            if why is not None:
+                for s in inits:
+                    self.report(s.call, R.UNSUPPORTED, f"several `amp.initialize` calls in one module, and {why}: "
+                                                       "migrate by hand")
+                self.abort = True
         for s in inits:
             scope = next((a for a in self.index.ancestors(s.call) if isinstance(a, (cst.FunctionDef, cst.ClassDef))),
                          None)
