@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Set
 import libcst as cst
 
 from .amp_inference import is_inference_init
-from .names import arg_by, norm_code
+from .names import arg_by, assigned_names, names_read, norm_code
 from .walk import iter_nodes
 
 # options that must be spelled the same in every call (each call's properties were its own; the
@@ -56,6 +56,12 @@ def shared_scaler_refusal(a, inits: Sequence, live: Sequence) -> Optional[str]:
     opts = {tuple(_options(s.call)) for s in inits}
     if len(opts) > 1:
         return "their options differ (each call's opt_level / loss_scale / enabled was its own)"
+    read = {n for a_ in first.call.args if a_.keyword is not None and a_.keyword.value not in _MODELS_AND_OPTIMIZERS
+            for n in names_read(a_.value)}
+    for stmt in list(block.body)[idx[0] + 1:idx[-1]]:  # type: ignore[attr-defined]
+        if read & assigned_names(stmt):
+            return (f"`{sorted(read & assigned_names(stmt))[0]}`, read by their options, is assigned between them "
+                    "(the last call's options governed apex's loss scaling)")
     if any(arg_by(s.call, 99, "num_losses") is not None for s in inits):
         return "one of them sets `num_losses` (each call made that many loss scalers afresh)"
     seen: Set[str] = set()

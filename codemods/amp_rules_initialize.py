@@ -12,7 +12,10 @@ apex.amp is gone from apex (removed in 25.07). Native AMP keeps the model in fp3
 loss under `torch.autocast`; a `GradScaler` does the loss scaling. The call is deleted, a scaler is
 created in its place with `enabled=` set from the condition that guarded apex (`args.fp16`,
 `opt_level != "O0"`, `enabled=`), so that one code path serves both settings. With `--dtype bfloat16`
-no scaler is created.""",
+no scaler is created. Several calls one after the other in one block, one per model / optimizer pair
+with the same options, make one GradScaler (apex's calls shared one loss scaler). Without optimizers
+the model's forward runs under autocast (`autocast_forward`); at O3 the model is cast with `.half()`
+and its forward patched as apex did (inputs fp16, outputs fp32; `half_forward`).""",
     before="""
 import torch
 from apex import amp

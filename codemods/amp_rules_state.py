@@ -65,7 +65,9 @@ apex's restore recipe calls `amp.initialize` again on the model and optimizer it
 has one GradScaler, made where the first `amp.initialize` was and kept on `self`; the load restores its
 state (`self.scaler.load_state_dict(...)`), so the second call goes. This applies when both calls are in
 methods of one class, the second assigns the same `self` attributes from the same objects with the same
-options, and its block goes on to `amp.load_state_dict`; other modules with several `amp.initialize`
+options, and its block goes on to `amp.load_state_dict`. Several calls one after the other in one block,
+one per model / optimizer pair with the same options (a GAN's generator and discriminators), share one
+GradScaler as they shared apex's one loss scaler (A2A101); other modules with several `amp.initialize`
 calls are reported (A2A117).""",
     before="""
 import torch
