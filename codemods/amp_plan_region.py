@@ -155,8 +155,12 @@ class RegionPlanning(AmpPlanState):
         module, around the forward and the loss they pass in. False when there is none to plan."""
         seen = getattr(self, "_helper_regions", set())
         self._helper_regions = seen
-        if func is None or id(func) in seen:
+        if func is None:
             return False
+        if id(func) in seen:
+            # a second backward of the same helper (`delay_unscale=True` on the accumulation branch):
+            # its callers' regions are planned, or refused with their findings, already
+            return True
         callers = amp_regions.loss_at_callers(self, loss, func)
         if not callers:
             # a backward helper of other modules: its callers there wrap the loss (backward_helpers.py)
@@ -260,7 +264,8 @@ class RegionPlanning(AmpPlanState):
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
         control flow that leaves the block, nested definitions)."""
         return any(type(n) in _REGION_STOPPERS or (
-            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION)
+            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION and
+            not _bookkeeping_update(n))
             for n in iter_nodes(stmt))
 
     def _inside_autocast(self, stmt: cst.CSTNode) -> bool:
@@ -284,3 +289,15 @@ def _unwrapped(f: cst.BaseExpression) -> Optional[str]:
     while isinstance(f, cst.Attribute) and f.attr.value == "module":
         f = f.value
     return norm_code(f)
+
+
+def _bookkeeping_update(call: cst.Call) -> bool:
+    """`meter.update(loss.item(), n)`, `stats.update({...})`, `pbar.update(1)`: an `update` that is
+    no loss scaler's (`scaler.update()` takes no argument but an optional `new_scale`), so it may sit
+    inside an autocast region like any other statement that neither runs backward nor steps."""
+    f = call.func
+    if not (isinstance(f, cst.Attribute) and f.attr.value == "update") or not call.args:
+        return False
+    if any(a.keyword is not None and a.keyword.value == "new_scale" for a in call.args):
+        return False
+    return "scal" not in norm_code(f.value).lower()
