@@ -250,6 +250,8 @@ class RegionPlanning(AmpPlanState):
                 return True  # `model.module(x)`, `model.module.forward(x)`: the model inside a DDP wrapper
             if not models and isinstance(f, cst.Name) and f.value in callables:
                 return True
+            if not models and isinstance(f, cst.Name) and amp_regions.forward_through_helper(self, n, callables):
+                return True  # `loss, n = _fwd_pass(self.model, batch)`: the forward runs in that helper
             if not models and isinstance(f, cst.Attribute) and f.attr.value == "forward" and (
                     (isinstance(f.value, cst.Name) and f.value.value in callables) or (
                         isinstance(f.value, cst.Attribute) and isinstance(f.value.value, cst.Name) and
