@@ -265,7 +265,8 @@ class RegionPlanning(AmpPlanState):
     def _forbidden(self, stmt: cst.CSTNode) -> bool:
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
         control flow that leaves the block, nested definitions)."""
-        return any(type(n) in _REGION_STOPPERS or (
+        inner = _inner_loop_exits(stmt)
+        return any((type(n) in _REGION_STOPPERS and id(n) not in inner) or (
             type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION and
             not _bookkeeping_update(n))
             for n in iter_nodes(stmt))
@@ -303,3 +304,23 @@ def _bookkeeping_update(call: cst.Call) -> bool:
     if any(a.keyword is not None and a.keyword.value == "new_scale" for a in call.args):
         return False
     return "scal" not in norm_code(f.value).lower()
+
+
+def _inner_loop_exits(stmt: cst.CSTNode) -> Set[int]:
+    """The `break`/`continue` statements of loops inside `stmt` (`for m in model.modules(): ...
+    continue`): they leave only that inner loop, so they do not stop a region around `stmt`."""
+    out: Set[int] = set()
+
+    def walk(node: cst.CSTNode, in_loop: bool) -> None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return
+        if in_loop and isinstance(node, (cst.Break, cst.Continue)):
+            out.add(id(node))
+        for child in node.children:
+            # a loop's own `else:` block runs outside the loop: its break/continue leave the block above
+            inner = in_loop or (isinstance(node, (cst.For, cst.While)) and child is node.body)
+            walk(child, inner)
+
+    if isinstance(stmt, cst.CSTNode):
+        walk(stmt, False)
+    return out
