@@ -124,6 +124,7 @@ def message(sp, fn_code: str, qual: str, where: str, entry: Dict[str, object], n
     in_fn = f" `{holder}`" if holder else " the function holding this spawn"
     copy_note = (f" (mp.spawn pickled {', '.join(copies)}: a phase's changes to it must not reach the next)"
                  if copies else "")
+    imports = " and copy" if copies else ""
     daemon = "; drop daemon=" if sp.daemon is not None else ""
     text = (f"the spawned function {fn_code} is {qual}, defined in another module, which joins the process group "
             f"at {where} (`{init}`): this spawn and that init_process_group are one migration across two files, "
@@ -131,14 +132,14 @@ def message(sp, fn_code: str, qual: str, where: str, entry: Dict[str, object], n
             f"of{in_fn} (one per phase: training, then testing, ...) runs in them in sequence; by hand, both files "
             f"together: (1) here, replace the spawn with `{call}`{copy_note}, then "
             "`torch.distributed.barrier()` (mp.spawn returned when every process had ended: the next phase may "
-            f"read what this one wrote){daemon}; (2) at {where}, join once through env://: "
-            f"`if not torch.distributed.is_initialized(): {joined}` (torchrun's RANK / WORLD_SIZE replace the rank "
-            "and world size computed from the process index; check WORLD_SIZE against the count the config asks "
-            "for); (3) in the script calling it, code the parent ran once between or after these calls now runs in every "
-            "process: gate it on RANK == 0; (4) launch: torchrun --standalone "
-            f"--nproc_per_node={nproc} <the script> <its args>; multi-node, on each node: torchrun --nnodes={nodes} "
-            f"--node_rank={node_rank} --master_addr=<HOST> --master_port=<PORT> --nproc_per_node={nproc} "
-            "<the script> <its args>.")
+            f"read what this one wrote){daemon}; import os{imports} where missing; (2) at {where}, join once "
+            f"through env://: `if not torch.distributed.is_initialized(): {joined}` (torchrun's RANK / WORLD_SIZE "
+            "replace the rank and world size computed from the process index; check WORLD_SIZE against the count "
+            "the config asks for); (3) in the script calling it, code the parent ran once between or after these "
+            "calls now runs in every process: gate it on RANK == 0; (4) launch: torchrun --standalone "
+            f"--nproc_per_node={nproc} <the script> <its args>; multi-node, on each node: torchrun "
+            f"--nnodes={nodes} --node_rank={node_rank} --master_addr=<HOST> --master_port=<PORT> "
+            f"--nproc_per_node={nproc} <the script> <its args>.")
     if gate is not None:
         text += (f" The spawn runs only when `{gate}`, a test of the process count torchrun sets: the other "
                  "branch stays the single-process path (torchrun --nproc_per_node=1).")

@@ -41,9 +41,12 @@ scheduler signals, never runs. Nor can a spawn in a loop (each iteration was a f
 processes joining a new process group or RPC world; torchrun starts one per command, and a second
 init_process_group in the same process fails: one torchrun per value of the loop's variable).
 Where the spawned function is another module's and pass 1 found its
-init_process_group, the finding names that file and line: both change together, by hand. Call the
-function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group read env://, and launch
-with torchrun.""",
+init_process_group (SlowFast's launch_job(cfg, init_method, func) spawning mpu.run, called once per
+phase), the finding names that file and line and the migration, by hand, both files together: call the
+function with int(os.environ["LOCAL_RANK"]) and a copy of the config where the spawn was, then
+torch.distributed.barrier(); join once through env:// (`if not torch.distributed.is_initialized():`),
+since every phase now runs in the same torchrun processes; gate the caller's once-only code on RANK 0;
+launch with the torchrun line it gives.""",
      before="""
 import torch.distributed as dist
 import torch.multiprocessing as mp
