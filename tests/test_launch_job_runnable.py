@@ -97,6 +97,16 @@ def test_joining_in_every_phase_fails_under_torchrun(tmp_path):
     assert "twice" in proc.stdout + proc.stderr  # trying to initialize the default process group twice
 
 
+def test_a_torchrun_line_that_disagrees_with_the_config_is_an_error(tmp_path):
+    """The config asks for 2 processes, torchrun starts 1: the migrated run stops before joining, where
+    it would otherwise train alone believing in a world of 2."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=1", "--master-addr=127.0.0.1",
+           f"--master-port={_free_port()}"] + _script(os.path.join(ROOT, "migrated"), str(tmp_path), 2)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=_env(os.path.join(ROOT, "migrated")))
+    assert proc.returncode != 0 and '"loss"' not in proc.stdout
+    assert "torchrun --nnodes=1 --node_rank=0 --nproc_per_node=2" in proc.stdout + proc.stderr
+
+
 def _cli(cwd, *args):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "migrate", *args, "--no-cache"], cwd=cwd, capture_output=True,
