@@ -155,8 +155,12 @@ class RegionPlanning(AmpPlanState):
         module, around the forward and the loss they pass in. False when there is none to plan."""
         seen = getattr(self, "_helper_regions", set())
         self._helper_regions = seen
-        if func is None or id(func) in seen:
+        if func is None:
             return False
+        if id(func) in seen:
+            # a second backward of the same helper (`delay_unscale=True` on the accumulation branch):
+            # its callers' regions are planned, or refused with their findings, already
+            return True
         callers = amp_regions.loss_at_callers(self, loss, func)
         if not callers:
             # a backward helper of other modules: its callers there wrap the loss (backward_helpers.py)
@@ -246,6 +250,8 @@ class RegionPlanning(AmpPlanState):
                 return True  # `model.module(x)`, `model.module.forward(x)`: the model inside a DDP wrapper
             if not models and isinstance(f, cst.Name) and f.value in callables:
                 return True
+            if not models and isinstance(f, cst.Name) and amp_regions.forward_through_helper(self, n, callables):
+                return True  # `loss, n = _fwd_pass(self.model, batch)`: the forward runs in that helper
             if not models and isinstance(f, cst.Attribute) and f.attr.value == "forward" and (
                     (isinstance(f.value, cst.Name) and f.value.value in callables) or (
                         isinstance(f.value, cst.Attribute) and isinstance(f.value.value, cst.Name) and
@@ -259,8 +265,10 @@ class RegionPlanning(AmpPlanState):
     def _forbidden(self, stmt: cst.CSTNode) -> bool:
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
         control flow that leaves the block, nested definitions)."""
-        return any(type(n) in _REGION_STOPPERS or (
-            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION)
+        inner = _inner_loop_exits(stmt)
+        return any((type(n) in _REGION_STOPPERS and id(n) not in inner) or (
+            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION and
+            not _bookkeeping_update(n))
             for n in iter_nodes(stmt))
 
     def _inside_autocast(self, stmt: cst.CSTNode) -> bool:
@@ -284,3 +292,35 @@ def _unwrapped(f: cst.BaseExpression) -> Optional[str]:
     while isinstance(f, cst.Attribute) and f.attr.value == "module":
         f = f.value
     return norm_code(f)
+
+
+def _bookkeeping_update(call: cst.Call) -> bool:
+    """`meter.update(loss.item(), n)`, `stats.update({...})`, `pbar.update(1)`: an `update` that is
+    no loss scaler's (`scaler.update()` takes no argument but an optional `new_scale`), so it may sit
+    inside an autocast region like any other statement that neither runs backward nor steps."""
+    f = call.func
+    if not (isinstance(f, cst.Attribute) and f.attr.value == "update") or not call.args:
+        return False
+    if any(a.keyword is not None and a.keyword.value == "new_scale" for a in call.args):
+        return False
+    return "scal" not in norm_code(f.value).lower()
+
+
+def _inner_loop_exits(stmt: cst.CSTNode) -> Set[int]:
+    """The `break`/`continue` statements of loops inside `stmt` (`for m in model.modules(): ...
+    continue`): they leave only that inner loop, so they do not stop a region around `stmt`."""
+    out: Set[int] = set()
+
+    def walk(node: cst.CSTNode, in_loop: bool) -> None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return
+        if in_loop and isinstance(node, (cst.Break, cst.Continue)):
+            out.add(id(node))
+        for child in node.children:
+            # a loop's own `else:` block runs outside the loop: its break/continue leave the block above
+            inner = in_loop or (isinstance(node, (cst.For, cst.While)) and child is node.body)
+            walk(child, inner)
+
+    if isinstance(stmt, cst.CSTNode):
+        walk(stmt, False)
+    return out

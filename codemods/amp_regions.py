@@ -129,3 +129,50 @@ def loss_at_callers(a, loss: cst.BaseExpression, func: Optional[cst.FunctionDef]
             return None
         out.append((a.stmt_of(call), arg.value, a.func_of(call)))
     return out
+
+
+def forward_through_helper(a, call: cst.Call, callables: Set[str]) -> bool:
+    """Without an `amp.initialize` in this module: whether `call` runs the forward pass through a
+    module-level function of this module (`loss, n = _fwd_pass(self.model, batch, ...)`): a model
+    handed in (`self.<attr>` or a callable parameter of the caller) lands on a parameter the function
+    calls, and the function holds no backward, step or nested definition. autocast is a dynamic
+    scope, so a region around the call covers the forward and the loss computed inside."""
+    f = call.func
+    if not isinstance(f, cst.Name):
+        return False
+    cands = [d for d in a._functions().get(f.value, []) if a.class_of(d) is None and a.func_of(d) is None]
+    if len(cands) != 1:
+        return False
+    helper = cands[0]
+    positional = list(helper.params.posonly_params) + list(helper.params.params)
+    by_name = {p.name.value for p in all_params(helper)}
+    handed: Set[str] = set()
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return False
+        v = arg.value
+        model_like = (isinstance(v, cst.Attribute) and isinstance(v.value, cst.Name) and v.value.value == "self") \
+            or (isinstance(v, cst.Name) and v.value in callables)
+        if not model_like:
+            continue
+        if arg.keyword is not None:
+            if arg.keyword.value in by_name:
+                handed.add(arg.keyword.value)
+        elif i < len(positional):
+            handed.add(positional[i].name.value)
+    if not handed:
+        return False
+    called = False
+    for n in iter_nodes(helper.body):
+        if type(n) in (cst.FunctionDef, cst.ClassDef, cst.Yield, cst.Global, cst.Nonlocal):
+            return False
+        if type(n) is not cst.Call:
+            continue
+        if a._forbidden(n):
+            return False  # backward or step inside: an autocast region may not include it
+        g = n.func  # type: ignore[attr-defined]
+        if isinstance(g, cst.Attribute) and g.attr.value == "forward":
+            g = g.value
+        if isinstance(g, cst.Name) and g.value in handed:
+            called = True
+    return called

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
-from . import launch_facts, launch_shapes
+from . import launch_facts, launch_job, launch_shapes
 from .ancestors import enclosing
 from .base import INFO, WARNING, rule
 from .launch_exprs import is_param
@@ -41,9 +41,12 @@ scheduler signals, never runs. Nor can a spawn in a loop (each iteration was a f
 processes joining a new process group or RPC world; torchrun starts one per command, and a second
 init_process_group in the same process fails: one torchrun per value of the loop's variable).
 Where the spawned function is another module's and pass 1 found its
-init_process_group, the finding names that file and line: both change together, by hand. Call the
-function with int(os.environ["LOCAL_RANK"]) yourself, let init_process_group read env://, and launch
-with torchrun.""",
+init_process_group (SlowFast's launch_job(cfg, init_method, func) spawning mpu.run, called once per
+phase), the finding names that file and line and the migration, by hand, both files together: call the
+function with int(os.environ["LOCAL_RANK"]) and a copy of the config where the spawn was, then
+torch.distributed.barrier(); join once through env:// (`if not torch.distributed.is_initialized():`),
+since every phase now runs in the same torchrun processes; gate the caller's once-only code on RANK 0;
+launch with the torchrun line it gives.""",
      before="""
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -373,21 +376,11 @@ def class_joining(state: LaunchState, reach: List[cst.FunctionDef]) -> Optional[
 
 def report_spawn_of_joining_function(state: LaunchState, sp: SpawnCall, line: Optional[cst.CSTNode], hit) -> None:
     """A2A406 for `mp.spawn(mpu.run, ...)` where pass 1 found that `mpu.run`, a function of another
-    module, joins the process group: name that init_process_group and what changes in each file."""
+    module, joins the process group: name that init_process_group and the migration file by file
+    (launch_job.message)."""
     qual, entry = hit
-    fn_code = code_of(sp.fn.value)
     gate = count_gate(state, line, sp) if line is not None else None
-    gated = ""
-    if gate is not None:
-        gated = (f" The spawn runs only when `{code_of(gate.test)}`, a test of the process count torchrun sets: "
-                 "the other branch must be one torchrun path with it (torchrun --nproc_per_node=1 for one process).")
-    state.ctx.report(sp.call, "A2A406", f"the spawned function {fn_code} is {qual}, defined in another module, "
-                     f"which joins the process group at {launch_facts.where(entry)} (`{entry.get('init')}`): this "
-                     "spawn and that init_process_group are one migration, which apex2amp does not write across "
-                     f"two files, so both stay. By hand: call {fn_code}(int(os.environ['LOCAL_RANK']), <the spawn's "
-                     "args>) where the spawn was, make that init_process_group read env:// (no init_method/rank/"
-                     "world_size; torchrun's RANK / WORLD_SIZE replace a rank and world size computed from the "
-                     "process index), and launch with torchrun "
-                     f"--nproc_per_node={nproc_value(state, sp, state.module, 0)} ...; under torchrun the function holding "
-                     "this spawn must then run once per process (a second call, such as a test phase after "
-                     "training, would call init_process_group again)." + gated)
+    holder = enclosing(sp.call, state.parents, cst.FunctionDef)
+    state.ctx.report(sp.call, "A2A406", launch_job.message(
+        sp, code_of(sp.fn.value), qual, launch_facts.where(entry), entry, nproc_value(state, sp, state.module, 0),
+        code_of(gate.test) if gate is not None else None, holder.name.value if holder is not None else None))

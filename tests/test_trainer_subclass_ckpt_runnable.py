@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from migrate.verify import collect_losses  # noqa: E402
+from resume_curves import assert_curves_agree  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASE = os.path.join(REPO, "fixtures", "runnable", "trainer_subclass_ckpt")
@@ -34,10 +34,6 @@ def sides(tmp_path_factory):
     return {"legacy": os.path.join(CASE, "legacy"), "tool": str(dst), "hand": os.path.join(CASE, "migrated")}
 
 
-def _rows(records):
-    return [(r["losses"], r["skipped"], r["scale"]) for r in records[0]]
-
-
 def test_the_scaler_is_kept_on_the_trainer_and_in_its_checkpoint(sides):
     with open(os.path.join(sides["tool"], "train.py"), encoding="utf-8") as fh:
         text = fh.read()
@@ -52,22 +48,7 @@ def test_the_scaler_is_kept_on_the_trainer_and_in_its_checkpoint(sides):
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(x.lstrip("-") for x in m))
 def test_rewrite_matches_the_twin_and_the_legacy_run(sides, mode, tmp_path):
-    runs = {}
-    for name, folder in sides.items():
-        full = _rows(collect_losses(folder, "train.py", mode + ["--steps", str(STEPS)], steps=STEPS, device="cpu"))
-        runs[name] = full
-        if name == "legacy":
-            continue  # the apex checkpoint format is the legacy side's own; its curve is compared below
-        ckpt = str(tmp_path / f"{name}.pth")
-        first = _rows(collect_losses(folder, "train.py", mode + ["--steps", str(SAVE_AT), "--save-at", str(SAVE_AT),
-                                                                 "--checkpoint", ckpt], steps=100, device="cpu"))
-        second = _rows(collect_losses(folder, "train.py", mode + ["--steps", str(STEPS), "--resume", "--checkpoint",
-                                                                  ckpt], steps=100, device="cpu"))
-        assert len(full) == STEPS and first + second == full, f"{name}: save+resume != uninterrupted"
-    assert runs["tool"] == runs["hand"]
-    assert [s for _, s, _ in runs["legacy"]] == [s for _, s, _ in runs["hand"]]
-    assert [lo for r in runs["legacy"] for lo in r[0]] == pytest.approx([lo for r in runs["hand"] for lo in r[0]],
-                                                                     rel=1e-3)
+    runs = assert_curves_agree(sides, mode, tmp_path, STEPS, SAVE_AT)
     if "O1" in mode:
         # the first step overflows at 2**16, so the resume must restore a scale that is not the initial one
         assert runs["hand"][0][1] and runs["hand"][SAVE_AT][2] < 65536.0
