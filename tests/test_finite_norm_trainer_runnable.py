@@ -32,7 +32,8 @@ def iterations(side, args):
 def test_hand_migration_matches_apex(mode):
     legacy, hand = iterations("legacy", mode), iterations("migrated", mode)
     assert [(i, ok, float(s)) for i, ok, s, _ in legacy] == [(i, ok, float(s)) for i, ok, s, _ in hand]
+    rel = 1e-3 if "O2" in mode else 1e-6  # under O2 apex's model (printed) holds fp16 copies of the fp32 masters
     for (_, _, _, a), (_, _, _, b) in zip(legacy, hand):
-        assert float(a) == pytest.approx(float(b), rel=1e-6) or a == b
+        assert float(a) == pytest.approx(float(b), rel=rel) or a == b
     if "--blow-at" in mode:
         assert [ok for _, ok, _, _ in hand][4:] == ["False"] * 4  # stuck after the overflow, as apex was
