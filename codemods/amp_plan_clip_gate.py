@@ -28,8 +28,9 @@ def finite_gate(a, clip_stmt: cst.CSTNode, window_stmt: cst.CSTNode, step_stmt: 
     if gate is None or not isinstance(gate.orelse, cst.Else) or \
             not isinstance(gate.orelse.body, cst.IndentedBlock) or not isinstance(gate.body, cst.IndentedBlock):
         return None
-    if a.block_of(step_stmt)[0] is not gate.body:
-        return None
+    body, si = a.block_of(step_stmt)
+    if body is not gate.body or may_exit_early(list(gate.body.body[:si])):
+        return None  # the step directly in the test's body, with no way out of it before the step
     test = gate.test
     if not (isinstance(test, cst.Call) and (dotted_name(test.func) or "").split(".")[-1] == "isfinite" and
             len(test.args) == 1 and test.args[0].keyword is None and test.args[0].star == "" and
