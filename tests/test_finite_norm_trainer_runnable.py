@@ -37,3 +37,14 @@ def test_hand_migration_matches_apex(mode):
         assert float(a) == pytest.approx(float(b), rel=rel) or a == b
     if "--blow-at" in mode:
         assert [ok for _, ok, _, _ in hand][4:] == ["False"] * 4  # stuck after the overflow, as apex was
+
+
+def test_the_hand_twin_is_the_class_the_cli_writes():
+    # tests/test_golden.py holds the CLI to fixtures/amp_regions/finite_norm_trainer.after.py; its trainer class is
+    # the hand twin's, so the run above covers the rewrite too
+    with open(os.path.join(REPO, "fixtures", "amp_regions", "finite_norm_trainer.after.py"), encoding="utf-8") as fh:
+        after = fh.read()
+    with open(os.path.join(CASE, "migrated", "train.py"), encoding="utf-8") as fh:
+        hand = fh.read()
+    assert after[after.index("class ApexTrainer"):].rstrip() == \
+        hand[hand.index("class ApexTrainer"):hand.index("def scale_of")].rstrip()
