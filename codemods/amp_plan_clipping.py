@@ -117,8 +117,8 @@ class ClipPlanning(AmpPlanState):
                     sc = self.scaler_of_opt(opt) or self.scaler_expr()
                     self.plan.insert_before(finite.orelse.body.body[0], [parse_stmt(f"{sc}.update()")])
                     self.report(clip, R.UNSCALE, f"the step runs under `if {gate}:`: `{sc}.update()` on the "
-                                "branch that skips it as well (GradScaler also skips the step itself on inf/NaN "
-                                "gradients, as apex did)", fixed=True)
+                                "branch that skips it as well, where it lowers the scale after an overflow as apex did "
+                                "(apex also skipped the next step it reached after such a skip; GradScaler does not)", fixed=True)
             if finite is None and (step is not None and window is None or
                                    step is not None and window is not None and
                                    self._exits_before_step(window, target_stmt, anchor)):
