@@ -5,7 +5,7 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import accum_clip, clip_loops, clip_reach, unsafe_fixes
+from . import accum_clip, amp_plan_clip_gate, clip_loops, clip_reach, unsafe_fixes
 from . import amp_rules as R
 from .early_exits import may_exit_early
 from .names import arg_by, dotted_name, norm_code
@@ -107,8 +107,21 @@ class ClipPlanning(AmpPlanState):
                                                                       params, mp_opt, opt, step, func, unscaled,
                                                                       collapsed):
                 continue
-            if step is not None and window is None or \
-                    step is not None and window is not None and self._exits_before_step(window, target_stmt, anchor):
+            finite = None
+            if step is not None and window is None and not per_opt and self.use_scaler:
+                gate = self._step_gate_after(target_stmt, step[1])
+                finite = amp_plan_clip_gate.finite_gate(self, stmt, target_stmt, step[1], func) \
+                    if gate is not None else None
+                if finite is not None:
+                    # the skipping branch updates too: one `scaler.update()` on every path from the unscale_
+                    sc = self.scaler_of_opt(opt) or self.scaler_expr()
+                    self.plan.insert_before(finite.orelse.body.body[0], [parse_stmt(f"{sc}.update()")])
+                    self.report(clip, R.UNSCALE, f"the step runs under `if {gate}:`: `{sc}.update()` on the "
+                                "branch that skips it as well, where it lowers the scale after an overflow as apex did "
+                                "(apex also skipped the next step it reached after such a skip; GradScaler does not)", fixed=True)
+            if finite is None and (step is not None and window is None or
+                                   step is not None and window is not None and
+                                   self._exits_before_step(window, target_stmt, anchor)):
                 gate = self._step_gate_after(target_stmt, step[1]) if window is None else None
                 if gate is not None:
                     self.report(clip, R.CLIP_ELSEWHERE, f"`{step[3] if per_opt else opt}.step()` runs only under "

@@ -53,6 +53,11 @@ class RegionPlanning(AmpPlanState):
                     self._refuse_region(anchor, loss, func)
                 return
             cur = owner
+        # `try: out = model(x) except RuntimeError: ...; return False`: the loss comes from the try's body
+        inner = amp_regions.try_body_source(self, body[end], wanted)
+        while inner is not None:
+            block, body, end = inner[0], inner[0].body, inner[1]
+            inner = amp_regions.try_body_source(self, body[end], wanted)
         # backward slice within the block, not crossing backward/step code
         needed = set(names_read(body[end])) | assigned_names(body[end])
         model_start = None

@@ -176,3 +176,27 @@ def forward_through_helper(a, call: cst.Call, callables: Set[str]) -> bool:
         if isinstance(g, cst.Name) and g.value in handed:
             called = True
     return called
+
+
+def try_body_source(a, stmt: cst.CSTNode, wanted: Set[str]) -> Optional[Tuple[cst.IndentedBlock, int]]:
+    """(the try's body, index) of the last statement of `try:`'s body that assigns a name the loss reads,
+    when `stmt` is a `try` that must stay outside a region (its handlers return or raise, as around an
+    OOM-tolerant forward) and only its body assigns those names: the region then goes inside the
+    try's body, around the forward there. None otherwise."""
+    if not isinstance(stmt, cst.Try) or not isinstance(stmt.body, cst.IndentedBlock) or not a._forbidden(stmt):
+        return None
+    others: List[cst.CSTNode] = list(stmt.handlers)
+    if stmt.orelse is not None:
+        others.append(stmt.orelse)
+    if stmt.finalbody is not None:
+        others.append(stmt.finalbody)
+    if any(assigned_names(o) & wanted for o in others):
+        return None  # a handler or `else:`/`finally:` may bind the loss's names too
+    if any(isinstance(h.name, cst.AsName) and isinstance(h.name.name, cst.Name) and h.name.name.value in wanted
+           for h in stmt.handlers):
+        return None
+    body = stmt.body.body
+    for j in range(len(body) - 1, -1, -1):
+        if assigned_names(body[j]) & wanted and not isinstance(body[j], (cst.FunctionDef, cst.ClassDef)):
+            return stmt.body, j
+    return None

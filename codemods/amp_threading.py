@@ -88,10 +88,24 @@ def _is_call_func(a, node: cst.CSTNode) -> bool:
     return isinstance(p, cst.Call) and p.func is node
 
 
+def _hydra_entry(a, f: cst.FunctionDef) -> bool:
+    """Whether `f` is decorated with `hydra.main` (hydra calls it with the composed config alone)."""
+    for d in f.decorators:
+        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if "hydra.main" in a.table.qualified_names(expr):
+            return True
+    return False
+
+
 def value_use(a, f: cst.FunctionDef) -> Optional[Refusal]:
     """A use of `f` other than a direct call: a decorator (registers it), or its name read as a value
     (`Engine(update)`, `partial(step_fn, ...)`, `hooks["step"] = step_fn`)."""
     name = f.name.value
+    if _hydra_entry(a, f):
+        return f, (f"`{name}` is the entry point `@hydra.main` calls with the composed config alone, so no caller "
+                   "can pass it the scaler: create the `GradScaler` where `amp.initialize` ran (with its "
+                   "enabled switch) and hand it to the training step from there (returned with the model and "
+                   "optimizer, or kept on the trainer) by hand, then rerun")
     if f.decorators:
         return f, (f"`{name}` is decorated, so it may be registered and called with fixed arguments "
                    "(a callback): its signature cannot take the scaler")
