@@ -10,7 +10,7 @@ results, the rewritten texts where a file changed), each of those findings gets 
 - "no file of the run imports this module any more: it is unused and can be deleted".
 A file counts as a copy only when every open finding of it is one of those codes and lies in a top-level
 class or in its `if __name__ == "__main__":` demo (a training script defining its own scaler is not one).
-Imports are over-approximated (an import of an enclosing package counts as a use of the copy), and a
+An import of an enclosing package counts as a use when its `__init__.py` files import the copy, and a
 package whose `__init__.py` loads modules dynamically (importlib, `__import__`) keeps its copies
 ("loaded dynamically by ..."), so "unused" is only said when no import can reach the file.
 """
@@ -67,6 +67,8 @@ def annotate(results: Sequence[FileResult]) -> None:
             for user, line in found:
                 unused = user in users and not users[user][0] and not users[user][1]
                 named.append(f"{_rel(user, root)}:{line}" + (" (itself an unused copy)" if unused else ""))
+            if len(named) > 8:
+                named = named[:8] + [f"and {len(named) - 8} more"]
             note = (f" Still imported by {', '.join(named)}: it can be deleted once those imports go "
                     "(their files migrated to torch.amp.GradScaler)")
         fr.findings = [dataclasses.replace(f, message=f.message.rstrip(". ") + "." + note)
@@ -117,6 +119,15 @@ def _users(copy: FileResult, python: Sequence[FileResult], text_of) -> Tuple[Lis
         if text and any(d in text for d in DYNAMIC):
             dynamic = init
             break
+    # a package above the copy counts when importing it runs the copy: each __init__.py from there down
+    # names the next module (`from .loss_scaler import *`)
+    names_next = []
+    for k in range(1, len(parts)):
+        init = os.path.join(root, *parts[:k], "__init__.py") if root else ""
+        fr = next((r for r in python if os.path.abspath(r.path) == init), None)
+        text = (text_of(fr) if fr is not None else _read(init)) if init else None
+        names_next.append(bool(text) and parts[k] in text)
+    reach = [all(names_next[k - 1:]) for k in range(1, len(parts))]  # reach[k-1]: importing parts[:k] runs it
     found: List[Tuple[str, int]] = []
     for fr in python:
         path = os.path.abspath(fr.path)
@@ -125,7 +136,7 @@ def _users(copy: FileResult, python: Sequence[FileResult], text_of) -> Tuple[Lis
         text = text_of(fr)
         if not text or parts[-1] not in text and parts[0] not in text:
             continue
-        for line in _imports_of(fr.path, text, parts):
+        for line in _imports_of(fr.path, text, parts, reach):
             found.append((path, line))
     return sorted(set(found)), dynamic
 
@@ -137,9 +148,9 @@ def _read(path: str) -> Optional[str]:
         return None
 
 
-def _imports_of(path: str, text: str, parts: List[str]) -> List[int]:
-    """The lines of `text` whose import may load the module `parts` (itself, a submodule of it, or a
-    package above it, which counts as a use)."""
+def _imports_of(path: str, text: str, parts: List[str], reach: List[bool]) -> List[int]:
+    """The lines of `text` whose import may load the module `parts`: itself, a submodule of it, or a
+    package above it whose `__init__.py` files import it (`reach[k - 1]` for the package `parts[:k]`)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -151,7 +162,10 @@ def _imports_of(path: str, text: str, parts: List[str]) -> List[int]:
     lines: List[int] = []
 
     def reaches(name: str) -> bool:
-        return name == target or target.startswith(name + ".") or name.startswith(target + ".")
+        if name == target or name.startswith(target + "."):
+            return True
+        k = name.count(".") + 1
+        return target.startswith(name + ".") and reach[k - 1]
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -71,3 +71,18 @@ def test_a_package_loading_modules_by_name_keeps_its_copies(tmp_path):
     found = _open(_findings(tmp_path)[os.path.join("optim", "loss_scaler.py")])
     assert found and all("may still be loaded dynamically (optim/__init__.py" in f["message"] for f in found), found
     assert not any("can be deleted" in f["message"] and "check before" not in f["message"] for f in found)
+
+
+def test_a_package_import_counts_only_when_its_init_imports_the_copy(tmp_path):
+    pkg = tmp_path / "fp16"
+    _copy(pkg / "loss_scaler.py")
+    (pkg / "__init__.py").write_text("from .loss_scaler import *\n", encoding="utf-8")
+    other = tmp_path / "utils"
+    _copy(other / "loss_scaler.py")
+    (other / "__init__.py").write_text("from .logging import log\n", encoding="utf-8")
+    (other / "logging.py").write_text("def log(x):\n    print(x)\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text("from fp16 import DynamicLossScaler\nfrom utils import log\n", encoding="utf-8")
+    out = _findings(tmp_path)
+    assert all("Still imported by train.py:1:" in f["message"] for f in _open(out[os.path.join("fp16", "loss_scaler.py")]))
+    assert all("it is unused and can be deleted" in f["message"]
+               for f in _open(out[os.path.join("utils", "loss_scaler.py")]))
