@@ -14,6 +14,7 @@ import libcst as cst
 
 from .call_args import literal_bool
 from .code_layout import as_primary
+from .fp16_use_map import use_map
 from . import templates
 from .names import assigned_names, code_of, dotted_name, norm_code, sole_call
 from .scaling_shapes import (FUSED_FP16_OPT, MODEL_WRAPPERS, STATIC_INTERVAL, ancestors, autocast_maker, base_of,
@@ -55,10 +56,19 @@ class Fp16OptimizerPass:
                 init = "2.0**32"  # apex.fp16_utils' DynamicLossScaler default
             else:
                 continue
+            uses = use_map(self, call, self._fp16_target(call), "scaler") if q != FUSED_FP16_OPT else ""
             self.report(call, "A2A502", f"{what} is not rewritten: migrate by hand to an fp32 model (drop the "
                         f"fp16 casts / FP16_Module), torch.autocast around forward + loss, scaler = "
                         f"{self._fp16_scaler(call, init)}, optimizer.backward(loss) -> scaler.scale(loss).backward(), "
-                        f"optimizer.step() -> scaler.step(optimizer); scaler.update(){clip}")
+                        f"optimizer.step() -> scaler.step(optimizer); scaler.update(){clip}{uses}")
+
+    def _fp16_target(self, call: cst.Call) -> Optional[str]:
+        """The name (or `self.x`) of `T = FP16_Optimizer(...)`, else None."""
+        stmt = stmt_line(call, self.parents)
+        small = stmt.body[0] if stmt is not None and len(stmt.body) == 1 else None
+        if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+            return dotted_name(small.targets[0].target)
+        return None
 
     def _fp16_scaler(self, call: cst.Call, init: str) -> str:
         """The GradScaler an FP16_Optimizer call's loss-scale arguments map to (placeholders where unknown)."""

@@ -162,3 +162,34 @@ def eval_only_cast(cast_if: cst.If, model: str, func: cst.FunctionDef, loop: cst
             and model not in {dotted_name(n) for n in walk_all(small.value)}):
         return f"the later `{model}.half()` is not of a model built afresh on the line before (`{model} = <call>`)"
     return None
+
+
+def label_cast(node: cst.CSTNode, flag: str, parents) -> bool:
+    """`if FLAG: L = L.half()` of a label tensor built fp32 on the statement before (`L = torch.tensor(...,
+    dtype=torch.float)`, L a name spelling `label`): the regression labels of the pytorch-pretrained-bert
+    GLUE scripts, cast to meet the fp16 model's fp16 logits in the loss. With an fp32 model under autocast the
+    cast goes: the loss (MSELoss and the other losses autocast runs in fp32) promotes fp16 logits to fp32 and
+    the labels are only read by it and by the metrics."""
+    if not (isinstance(node, cst.If) and dotted_name(node.test) == flag and node.orelse is None
+            and isinstance(node.body, cst.IndentedBlock) and len(node.body.body) == 1):
+        return False
+    line = node.body.body[0]
+    small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        return False
+    name = small.targets[0].target.value
+    v = small.value
+    if not ("label" in name.lower() and isinstance(v, cst.Call) and not v.args and isinstance(v.func, cst.Attribute)
+            and v.func.attr.value == "half" and dotted_name(v.func.value) == name):
+        return False
+    block = parents.get(node)
+    body = list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
+    k = next((i for i, s in enumerate(body) if s is node), None)
+    prev = body[k - 1] if k else None
+    made = prev.body[0] if isinstance(prev, cst.SimpleStatementLine) and len(prev.body) == 1 else None
+    if not (isinstance(made, cst.Assign) and len(made.targets) == 1 and dotted_name(made.targets[0].target) == name
+            and isinstance(made.value, cst.Call) and dotted_name(made.value.func) == "torch.tensor"):
+        return False
+    dtype = next((a.value for a in made.value.args if a.keyword is not None and a.keyword.value == "dtype"), None)
+    return dtype is not None and norm_code(dtype) in ("torch.float", "torch.float32")

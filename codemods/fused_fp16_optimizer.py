@@ -40,7 +40,7 @@ from .call_args import rebuild_args
 from .fused_adam_legacy import HELPER
 from .fused_optimizers import TORCH_ADAM_SIG
 from .code_layout import realign_call
-from .fp16_shapes import eval_only_cast, flag_autocast_maker
+from .fp16_shapes import eval_only_cast, flag_autocast_maker, label_cast
 from .names import assigned_names, code_of, dotted_name, literal_number, sole_call
 from .scaling_shapes import FUSED_FP16_OPT, STATIC_INTERVAL, ancestors, parse_stmts, stmt_line, walk_all
 
@@ -99,6 +99,7 @@ class LegacyFp16Optimizer:
         self.parents = mig.parents
         self.wrappers = [c for c in mig.calls if mig.res.apex_name(c.func) == FUSED_FP16_OPT]
         self.adams = [c for c in mig.calls if mig.res.apex_name(c.func) == FUSED_ADAM]
+        self.label_casts: List[cst.If] = []  # `if FLAG: L = L.half()` of regression labels, removed with the model's
 
     def run(self) -> Set[int]:
         """Ids of the FP16_Optimizer calls answered here (migrated, or reported with the reason)."""
@@ -284,9 +285,10 @@ class LegacyFp16Optimizer:
         casts = [i for i in fnodes if isinstance(i, cst.If) and dotted_name(i.test) == flag and i.orelse is None
                  and isinstance(i.body, cst.IndentedBlock) and len(i.body.body) == 1
                  and id(sole_call(i.body.body[0])) in half_ids]
-        if not casts or len(halves) != len(casts):
+        self.label_casts = [i for i in fnodes if isinstance(i, cst.If) and label_cast(i, flag, self.parents)]
+        if not casts or len(halves) != len(casts) + len(self.label_casts):
             others = sorted({code_of(h).strip() for h in halves if not any(
-                a in casts for a in ancestors(h, self.parents))})
+                a in casts or a in self.label_casts for a in ancestors(h, self.parents))})
             return (f"the function casts tensors other than the model to fp16 ({', '.join(others)}), which would "
                     "meet the fp32 model (drop those casts too: autocast casts per op)" if casts and others else
                     f"the function does not cast its model to fp16 alone under `if {flag}:`")
@@ -443,3 +445,8 @@ class LegacyFp16Optimizer:
                      "before the bias correction and scaled the decay by the bias-corrected step size)", fixed=True)
         m.report(cast_if, "A2A504", f"{code_of(cast_if.body.body[0]).strip()} under {flag} removed: the model stays "
                  "fp32 and autocast picks fp16 per op", fixed=True)
+        for c in self.label_casts:
+            plan.remove(c)
+            m.report(c, "A2A504", f"{code_of(c.body.body[0]).strip()} under {flag} removed: the labels stay fp32 "
+                     "(the loss runs in fp32 under autocast either way; the labels are no longer rounded to fp16, and "
+                     "an evaluation compares against the fp32 labels)", fixed=True)

@@ -24,6 +24,7 @@ from .apex_names import Resolver
 from .base import Codemod, FileContext
 from .edits import EditPlan, apply_plan
 from .fp16_optimizer import Fp16OptimizerPass
+from .fp16_use_map import use_map
 from .fused_adam_legacy import add_helper_class
 from .fused_fp16_optimizer import LegacyFp16Optimizer
 from .torch_import import ensure_torch
@@ -160,7 +161,8 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                 self.report(call, "A2A502", f"FP16_Optimizer not rewritten: {why}. Migrate by hand: fp32 model, "
                             f"torch.autocast around forward + loss, scaler = {self.gs}(\"{self.device}\", "
                             "init_scale=2.0**32, growth_interval=1000), scaler.scale(loss).backward(), "
-                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()")
+                            "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()"
+                            + use_map(self, call, self._fp16_target(call), "scaler"))
         legacy = LegacyFp16Optimizer(self).run()  # apex < 0.1's FP16_Optimizer wrappers it migrated or reported
         self._other_fp16_optimizers(legacy)
         for call in helpers:
