@@ -74,12 +74,21 @@ def _context_lines(patch: str) -> list:
     return out
 
 
-def test_the_fixtures_rewrites_diff_as_difflib_does():
+def _changed(patch: str) -> tuple:
+    lines = [ln for ln in patch.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    return sum(ln[0] == "-" for ln in lines), sum(ln[0] == "+" for ln in lines)
+
+
+def test_the_fixtures_rewrites_diff_into_patches_that_apply_and_change_what_difflib_changes():
+    # where an added block starts with a line equal to the one before it (a blank line), either place
+    # is a correct hunk; the patch must apply and remove/add as many lines as difflib's
     for before in sorted(glob.glob(os.path.join(ROOT, "fixtures", "*", "*.before.py"))):
         after = before.replace(".before.py", ".after.py")
         if os.path.exists(after):
             a, b = open(before, encoding="utf-8").read(), open(after, encoding="utf-8").read()
-            assert _diff(a, b) == _whole(a, b), before
+            patch = _diff(a, b)
+            assert _apply(a, patch) == b, before
+            assert _changed(patch) == _changed(_whole(a, b)), before
 
 
 def test_hunks_far_down_a_long_file_carry_the_whole_files_line_numbers():
