@@ -53,3 +53,14 @@ def test_a_run_past_its_timeout_is_killed_and_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("APEX2AMP_VERIFY_FRESH", "0")
     side = run_side(str(tmp_path), "slow.py", [], steps=1, timeout=3)
     assert side.timed_out and side.returncode is None
+
+
+def test_runs_under_many_environments_keep_few_torch_processes_alive(program, monkeypatch):
+    # each zygote holds an imported torch: a long test session must not pile them up
+    import subprocess as sp
+    monkeypatch.setenv("APEX2AMP_VERIFY_FRESH", "0")
+    for k in range(4):
+        monkeypatch.setenv("SOME_SETTING", str(k))
+        assert run_side(program, "prog.py", ["ok"], steps=1).returncode == 0
+    alive = sp.run(["pgrep", "-P", str(os.getpid()), "-f", "zygote_server"], capture_output=True, text=True).stdout.split()
+    assert len(alive) <= 2, alive

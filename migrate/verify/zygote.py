@@ -5,7 +5,7 @@ legs), so a side that runs as `python script args` is forked from a zygote (shim
 that imported torch once, with the same environment, folder, sys.path and exit code a fresh interpreter
 would have. Programs that start their own workers (mp.spawn) or run under torchrun, and any run while
 APEX2AMP_VERIFY_FRESH=1 is set, use a fresh interpreter instead. One zygote serves one run at a time;
-concurrent callers get one each.
+concurrent callers get one each; at most MAX_IDLE stay idle, and only for the environment last used.
 """
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim", "zygote_server.py")
 # what a run's own environment may change without a new zygote (read after torch is imported)
 PER_RUN_PREFIXES = ("APEX2AMP_",)
-PER_RUN_NAMES = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PWD", "OLDPWD"})
+PER_RUN_NAMES = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PWD", "OLDPWD", "PYTEST_CURRENT_TEST"})
 
+MAX_IDLE = 2  # idle zygotes kept per environment (each holds an imported torch, ~250 MB)
 _lock = threading.Lock()
 _idle: Dict[Tuple[Tuple[str, str], ...], List[subprocess.Popen]] = {}
 
@@ -48,12 +49,27 @@ def _take(key) -> subprocess.Popen:
             proc = pool.pop()
             if proc.poll() is None:
                 return proc
+        for other in [k for k in _idle if k != key]:  # an environment not used now: its zygotes go
+            for proc in _idle.pop(other):
+                _stop(proc)
     return _start(key)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        proc.stdin.close()  # the server ends when its requests end
+        proc.wait(timeout=5)
+    except Exception:
+        proc.kill()
 
 
 def _give_back(key, proc: subprocess.Popen) -> None:
     with _lock:
-        _idle.setdefault(key, []).append(proc)
+        pool = _idle.setdefault(key, [])
+        if len(pool) >= MAX_IDLE:
+            _stop(proc)
+        else:
+            pool.append(proc)
 
 
 def run(script: str, args: Sequence[str], cwd: str, env: Dict[str, str],
