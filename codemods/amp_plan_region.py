@@ -105,16 +105,8 @@ class RegionPlanning(AmpPlanState):
             self._no_region = "no autocast region can be placed at the forward pass the loss comes from"
             return
         for (b, f, l) in self._regions:
-            if b is block and f <= start and end <= l:
-                return  # this loss lies inside a region already planned
             if b is block and not (end < f or start > l):
-                # the loss reads a tensor of a planned region but is computed past its end: neither
-                # region may grow over the statements between them (a backward may run there)
-                self.report(anchor, R.NO_REGION, "this loss is computed from a forward pass of an earlier autocast "
-                                                 "region but after that region's backward: wrap its forward pass "
-                                                 "and loss in `torch.autocast(...)` by hand")
-                self._unsafe = "no autocast region can cover the forward pass the loss comes from"
-                return
+                return  # overlapping region already planned
         enabled = self.enabled_for(func)
         switched = self.ctx.facts.extra.get(BF16_SWITCHED, [])
         if enabled is None and not self.has_init and not self.use_scaler and switched:
