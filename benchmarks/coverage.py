@@ -1,6 +1,6 @@
 """Measure migration coverage on real trees: the share of legacy sites `rewrite` migrates.
 
-    python benchmarks/coverage.py TREE [TREE ...] [--json OUT]
+    python benchmarks/coverage.py TREE [TREE ...] [--json OUT] [--unsafe-fixes]
 
 A *site* is a line of a Python file that uses (not merely mentions, in a docstring or message) apex mixed precision (amp.initialize, amp.scale_loss,
 amp.state_dict / load_state_dict, amp.master_params), apex.parallel, an apex fused module or optimizer,
@@ -11,6 +11,10 @@ occurs fewer times in the rewritten file, and a site left in place is *reported*
 finding (not fixed) within two lines of
 the site or on the first line of a class or function holding it. A remaining site without a finding is *silent*: the tool must never
 leave one. Prints one row per tree and the total.
+
+With `--unsafe-fixes` each tree is also rewritten a second time with `rewrite --unsafe-fixes` (fixes
+that change numerics, A2A145) and the row adds what that run migrates and leaves silent; the default
+run's figures stay the headline (the share column and the total).
 """
 from __future__ import annotations
 
@@ -88,8 +92,9 @@ def enclosing_lines(text: str, line: int) -> set:
             and n.lineno <= line <= (n.end_lineno or n.lineno)}
 
 
-def measure(tree: str) -> Dict[str, object]:
-    """Rewrite a copy of `tree` and count its sites: total, migrated, reported, silent (with examples)."""
+def measure(tree: str, unsafe_fixes: bool = False) -> Dict[str, object]:
+    """Rewrite a copy of `tree` and count its sites: total, migrated, reported, silent (with examples).
+    `unsafe_fixes`: the rewrite also applies the fixes that change numerics (`--unsafe-fixes`)."""
     work = tempfile.mkdtemp(prefix="a2a-coverage-")
     copy = os.path.join(work, os.path.basename(os.path.abspath(tree)))
     shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -102,8 +107,9 @@ def measure(tree: str) -> Dict[str, object]:
                     text = f.read()
                 if sites_of(text):
                     before[os.path.relpath(os.path.realpath(path), os.path.realpath(work))] = text
-    out = subprocess.run([sys.executable, "-m", "migrate", "rewrite", copy, "--format", "json", "--no-cache"],
-                         cwd=work, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "migrate", "rewrite", copy, "--format", "json", "--no-cache"]
+    cmd += ["--unsafe-fixes"] if unsafe_fixes else []
+    out = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     report = json.loads(out.stdout or "{}")
     open_lines: Dict[str, set] = {}
     open_codes: Dict[Tuple[str, int], set] = {}
@@ -158,23 +164,44 @@ def main(argv: List[str]) -> int:
     ap.add_argument("trees", nargs="+")
     ap.add_argument("--json", help="write the rows to this file")
     ap.add_argument("--list-reported", action="store_true", help="also list each reported site with its codes")
+    ap.add_argument("--unsafe-fixes", action="store_true",
+                    help="also count what a run with --unsafe-fixes migrates (the default run stays the headline)")
     args = ap.parse_args(argv)
-    rows = [measure(t) for t in args.trees]
+    rows = []
+    for t in args.trees:
+        row = measure(t)
+        if args.unsafe_fixes:
+            unsafe = measure(t, unsafe_fixes=True)
+            row["unsafe_fixes"] = {k: unsafe.get(k, 0) for k in ("migrated", "reported", "silent")}
+            row["unsafe_fixes"]["silent_sites"] = unsafe["silent_sites"]
+        rows.append(row)
     total = Counter()
-    print(f"{'tree':50} {'sites':>6} {'migr.':>6} {'share':>6} {'rep.':>5} {'silent':>6}")
+    extra = f" {'+unsafe':>7} {'silent':>6}" if args.unsafe_fixes else ""
+    print(f"{'tree':50} {'sites':>6} {'migr.':>6} {'share':>6} {'rep.':>5} {'silent':>6}{extra}")
     for r in rows:
         for k in ("sites", "migrated", "reported", "silent"):
             total[k] += r.get(k, 0)
+        u = r.get("unsafe_fixes")
+        if u:
+            total["unsafe_migrated"] += u["migrated"]
+            total["unsafe_silent"] += u["silent"]
         share = r.get("migrated", 0) / r["sites"] if r.get("sites") else 1.0
         print(f"{os.path.basename(r['tree'].rstrip('/')):50} {r.get('sites', 0):6} {r.get('migrated', 0):6} "
-              f"{share:6.0%} {r.get('reported', 0):5} {r.get('silent', 0):6}")
+              f"{share:6.0%} {r.get('reported', 0):5} {r.get('silent', 0):6}"
+              + (f" {u['migrated']:7} {u['silent']:6}" if u else ""))
         for s in r["silent_sites"][:10]:
             print("    silent:", s)
+        for s in (u["silent_sites"][:10] if u else ()):
+            print("    silent with --unsafe-fixes:", s)
         for s in r["reported_sites"] if args.list_reported else ():
             print("    reported:", s)
     if total["sites"]:
         print(f"{'total':50} {total['sites']:6} {total['migrated']:6} {total['migrated'] / total['sites']:6.0%} "
-              f"{total['reported']:5} {total['silent']:6}")
+              f"{total['reported']:5} {total['silent']:6}"
+              + (f" {total['unsafe_migrated']:7} {total['unsafe_silent']:6}" if args.unsafe_fixes else ""))
+        if args.unsafe_fixes:
+            print(f"with --unsafe-fixes: {total['unsafe_migrated']}/{total['sites']} migrated "
+                  f"({total['unsafe_migrated'] / total['sites']:.0%}), {total['unsafe_silent']} silent")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
