@@ -84,16 +84,17 @@ def make(params, args):
 rule("A2A305", "apex-optimizer-no-twin", "apex optimizer with no torch equivalent (LAMB, NovoGrad, distributed)",
      fixes=False, severity=WARNING,
      why="""
-FusedLAMB, FusedNovoGrad, FusedMixedPrecisionLamb and the apex.contrib distributed optimizers have no
-drop-in torch replacement. Keep apex for them, vendor an implementation, or switch optimizer (the
-message names the nearest option). FusedLAMB also clips the global grad norm itself (max_grad_norm).""",
+FusedNovoGrad, FusedMixedPrecisionLamb and the apex.contrib distributed optimizers have no drop-in torch
+replacement. Keep apex for them, vendor an implementation, or switch optimizer (the message names the
+nearest option). FusedLAMB becomes an added LAMB class (A2A307) unless the file binds `LAMB` or uses
+FusedLAMB other than by calling it; it clips the global grad norm itself (max_grad_norm).""",
      before="""
-from apex.optimizers import FusedLAMB
+from apex.optimizers import FusedNovoGrad
 
 
 def make(params):
-    return FusedLAMB(params, lr=1e-3)""",
-     after="# e.g. torch.optim.AdamW(params, lr=..., weight_decay=0.01) + clip_grad_norm_ (not LAMB)")
+    return FusedNovoGrad(params, lr=1e-3)""",
+     after="# e.g. torch.optim.AdamW(params, lr=..., weight_decay=0.01) (not NovoGrad)")
 
 ADAM_SIG = ("params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
             "set_grad_none", "capturable", "master_weights")
