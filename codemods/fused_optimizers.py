@@ -126,7 +126,7 @@ class OptimizerRewrites(ModulesRun):
             if not self.lamb_why:
                 self.plan.replace_node[node] = node.with_changes(func=cst.Name(HELPER))
                 self.needs_torch = self.needs_lamb = True
-                self.migrated_optimizers.append((node, "FusedLAMB", HELPER))
+                # not in migrated_optimizers: LAMB keeps apex's state layout, old checkpoints load (no A2A324)
                 self.ctx.report(node, "A2A307", "FusedLAMB -> LAMB, a class computing what apex's did (plain "
                                 "PyTorch) added to this file: the same arguments and optimizer state", fixed=True)
                 return
