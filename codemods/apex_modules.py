@@ -23,6 +23,7 @@ from .base import WARNING, Codemod, FileContext, rule
 from .code_layout import realign_call
 from .edits import EditPlan, apply_plan
 from .fused_norms import FUNCTIONAL, LAYER_NORMS, RMS_NORMS, NormRewrites
+from .fused_lamb import add_lamb_helper
 from .fused_optimizers import NO_TWIN_OPTIMIZERS, OptimizerRewrites
 from .index import ModuleIndex
 from .layer_norm_checks import TYPE_CHECKS, TypeCheckRewrites, apex_norms_left
@@ -69,7 +70,7 @@ class ApexModulesToTorch(Codemod):
 
     NAME = "apex_modules"
     DESCRIPTION = "apex.optimizers, apex.normalization, apex.contrib and apex.fp16_utils helpers -> torch equivalents"
-    CODES = ("A2A301", "A2A302", "A2A303", "A2A304", "A2A305", "A2A310", "A2A311", "A2A312", "A2A313",
+    CODES = ("A2A301", "A2A302", "A2A303", "A2A304", "A2A305", "A2A307", "A2A310", "A2A311", "A2A312", "A2A313",
              "A2A320", "A2A321", "A2A322", "A2A323", "A2A324")
     WORDS = (b"apex",)
 
@@ -80,6 +81,7 @@ class ApexModulesToTorch(Codemod):
             return module
         run = _Run(res, ctx)
         index = ModuleIndex.of(module)
+        run.parent_of = index.parent
         # the visitor's work, fed in tree order with the calls and classes that name something in apex
         calls = [c for c in index.calls if res.apex_name(c.func) is not None]
         # apex.optimizers.FP16_Optimizer exists only in apex < 0.1, whose FusedAdam is another optimizer
@@ -101,6 +103,8 @@ class ApexModulesToTorch(Codemod):
             return module
         _realign_calls(index, run.plan)
         new = apply_plan(module, run.plan)
+        if run.needs_lamb:
+            new = add_lamb_helper(new)
         if run.needs_torch:
             new = ensure_torch(new, res)
         return new

@@ -6,7 +6,7 @@ extend it; codemods/apex_modules.py runs them over the calls and classes that na
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import libcst as cst
 
@@ -28,6 +28,9 @@ class ModulesRun(Visitor):
         self.min_torch = ctx.options.min_torch
         self.migrated_optimizers: List[Tuple[cst.Call, str, str]] = []  # (apex call, apex class, torch class)
         self.legacy_adam = False  # the module uses apex < 0.1 (apex.optimizers.FP16_Optimizer)
+        self.needs_lamb = False  # a FusedLAMB call became LAMB's: the class is added (codemods/fused_lamb.py)
+        self.lamb_why: Optional[str] = None  # why not ("" once checked and allowed)
+        self.parent_of: Callable[[cst.CSTNode], Optional[cst.CSTNode]] = lambda node: None
 
     # helpers
     def _ok(self, node: cst.CSTNode, code: str) -> bool:

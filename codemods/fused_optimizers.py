@@ -1,6 +1,7 @@
 """apex fused optimizers -> torch.optim: FusedAdam, FusedSGD, FusedAdagrad rewritten with their
 arguments bound by apex's signature (A2A301-A2A304); LAMB, NovoGrad and the contrib distributed
-optimizers reported with the nearest option (A2A305)."""
+optimizers reported with the nearest option (A2A305); FusedLAMB -> an added LAMB class (A2A307,
+codemods/fused_lamb.py) where the file allows it."""
 from __future__ import annotations
 
 from typing import Tuple
@@ -10,6 +11,7 @@ import libcst as cst
 from .apex_modules_state import ModulesRun
 from .base import FIX, WARNING, rule
 from .call_args import bind_args, literal_bool, rebuild_args
+from .fused_lamb import HELPER, LAMB_CLASS, lamb_refusal
 
 rule("A2A301", "fused-adam", "apex FusedAdam -> torch.optim.AdamW / Adam (fused)", fixes=True, severity=FIX,
      why="""
@@ -82,16 +84,17 @@ def make(params, args):
 rule("A2A305", "apex-optimizer-no-twin", "apex optimizer with no torch equivalent (LAMB, NovoGrad, distributed)",
      fixes=False, severity=WARNING,
      why="""
-FusedLAMB, FusedNovoGrad, FusedMixedPrecisionLamb and the apex.contrib distributed optimizers have no
-drop-in torch replacement. Keep apex for them, vendor an implementation, or switch optimizer (the
-message names the nearest option). FusedLAMB also clips the global grad norm itself (max_grad_norm).""",
+FusedNovoGrad, FusedMixedPrecisionLamb and the apex.contrib distributed optimizers have no drop-in torch
+replacement. Keep apex for them, vendor an implementation, or switch optimizer (the message names the
+nearest option). FusedLAMB becomes an added LAMB class (A2A307) unless the file binds `LAMB` or uses
+FusedLAMB other than by calling it; it clips the global grad norm itself (max_grad_norm).""",
      before="""
-from apex.optimizers import FusedLAMB
+from apex.optimizers import FusedNovoGrad
 
 
 def make(params):
-    return FusedLAMB(params, lr=1e-3)""",
-     after="# e.g. torch.optim.AdamW(params, lr=..., weight_decay=0.01) + clip_grad_norm_ (not LAMB)")
+    return FusedNovoGrad(params, lr=1e-3)""",
+     after="# e.g. torch.optim.AdamW(params, lr=..., weight_decay=0.01) (not NovoGrad)")
 
 ADAM_SIG = ("params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
             "set_grad_none", "capturable", "master_weights")
@@ -117,8 +120,19 @@ class OptimizerRewrites(ModulesRun):
     """FusedAdam, FusedSGD, FusedAdagrad -> torch.optim, or A2A304 / A2A305."""
 
     def _no_twin_optimizer(self, node: cst.Call, q: str, short: str) -> None:
+        if q == LAMB_CLASS and self._ok(node, "A2A307"):
+            if self.lamb_why is None:
+                self.lamb_why = lamb_refusal(self.res.module, self.res, self.parent_of) or ""
+            if not self.lamb_why:
+                self.plan.replace_node[node] = node.with_changes(func=cst.Name(HELPER))
+                self.needs_torch = self.needs_lamb = True
+                # not in migrated_optimizers: LAMB keeps apex's state layout, old checkpoints load (no A2A324)
+                self.ctx.report(node, "A2A307", "FusedLAMB -> LAMB, a class computing what apex's did (plain "
+                                "PyTorch) added to this file: the same arguments and optimizer state", fixed=True)
+                return
         if self._ok(node, "A2A305"):
-            self.ctx.report(node, "A2A305", f"{short}: {NO_TWIN_OPTIMIZERS[q]}")
+            why = f" (no LAMB class can be added here: {self.lamb_why})" if q == LAMB_CLASS and self.lamb_why else ""
+            self.ctx.report(node, "A2A305", f"{short}: {NO_TWIN_OPTIMIZERS[q]}{why}")
 
     def _manual(self, node: cst.Call, message: str) -> None:
         if self._ok(node, "A2A304"):
