@@ -72,6 +72,10 @@ class Fp16OptimizerPass:
 
     def _fp16_scaler(self, call: cst.Call, init: str) -> str:
         """The GradScaler an FP16_Optimizer call's loss-scale arguments map to (placeholders where unknown)."""
+        # fp16_utils' class (and its copies): the call's own settings, a conditional dynamic flag included
+        exact = self._scaler_args(call)[0] if init == "2.0**32" else None
+        if exact is not None:
+            return f"{self.gs}(\"{self.device}\", {exact})"
         kw = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         static = kw.get("static_loss_scale")
         if literal_bool(kw.get("dynamic_loss_scale")) is True:

@@ -107,7 +107,21 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                         f"on overflow, multiplies it after a window of clean iterations): "
                         f"{t} = {gs}, with the model kept fp32 under torch.autocast, "
                         f"{t}.scale(loss).backward(), {t}.step(optimizer), {t}.update() (GradScaler "
-                        "checks for inf/NaN and skips the step itself; no fp32 master copies)")
+                        "checks for inf/NaN and skips the step itself; no fp32 master copies)"
+                        + self._floor_note(call, sc, t))
+
+    def _floor_note(self, call: cst.Call, sc, t: str) -> str:
+        """What keeps a scaler's floor on overflow (`max(scale / factor, 1)`): GradScaler has none."""
+        floor = dynamic_scaler.floor_of(call, sc)
+        if floor is None:
+            return ""
+        if floor == "?":
+            return (f". {sc.name} also keeps its scale above a floor on overflow (`max(...)`) that GradScaler "
+                    f"lacks: after {t}.update(), reset the scale to that floor with {t}.update(float(<floor>)) when "
+                    f"{t}.get_scale() falls below it")
+        return (f". {sc.name} never lets the scale fall below {floor} on overflow (`max(scale / factor, {floor})`); "
+                f"GradScaler has no floor: to keep it, after {t}.update() add `if {t}.get_scale() < {floor}: "
+                f"{t}.update(float({floor}))` (update(new_scale) only sets the scale, and takes a float)")
 
     @property
     def scaler_base(self) -> str:

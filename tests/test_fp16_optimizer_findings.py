@@ -21,7 +21,10 @@ def test_a_vendored_copy_is_reported_once_and_deepspeed_is_not():
     found = _findings("fp16_optimizer_vendored.unchanged.py")
     assert [f["line"] for f in found] == [19]
     msg = found[0]["message"]
-    assert "`fp16.FP16_Optimizer`" in msg and "init_scale=2.0**32, growth_interval=1000" in msg
+    assert "`fp16.FP16_Optimizer`" in msg
+    # the call's own settings: dynamic under the flag, else the static scale it was given
+    assert ("GradScaler(\"cuda\", init_scale=2.0**32 if args.dynamic_loss_scale else args.loss_scale, "
+            "growth_interval=1000 if args.dynamic_loss_scale else 2**30)") in msg
     assert "scaler.scale(loss).backward()" in msg
 
 
