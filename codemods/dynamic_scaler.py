@@ -30,7 +30,10 @@ A class that halves the loss scale on overflow and doubles it after N clean iter
 `backoff_factor` = 1 / the factor, `growth_interval` = the window. GradScaler also skips the step on
 inf/NaN gradients (the overflow check), unscales before `scaler.step`, and needs no master copies: keep
 the model fp32 and run forward + loss under `torch.autocast`. The finding names the GradScaler call with
-this instance's values; migrate the training step by hand (A2A509 / A2A508 list the other sites).""",
+this instance's values (a computed window as `int(window)`: GradScaler takes an int); a scaler that keeps
+its scale above a floor on overflow (`max(scale / factor, 1)`) gets the line that keeps it, since
+GradScaler has none: `if scaler.get_scale() < 1: scaler.update(1.0)` after `scaler.update()`. Migrate
+the training step by hand (A2A509 / A2A508 list the other sites).""",
     before="""
 scaler = DynamicLossScaler(init_scale=2 ** 16, scale_window=1000)
 (loss * scaler.loss_scale).backward()

@@ -25,6 +25,7 @@ def test_a_vendored_copy_is_reported_once_and_deepspeed_is_not():
     # the call's own settings: dynamic under the flag, else the static scale it was given
     assert ("GradScaler(\"cuda\", init_scale=2.0**32 if args.dynamic_loss_scale else args.loss_scale, "
             "growth_interval=1000 if args.dynamic_loss_scale else 2**30)") in msg
+    assert "`if scaler.get_scale() < 1: scaler.update(1.0)`" in msg  # the copy's floor, kept
     assert "scaler.scale(loss).backward()" in msg
 
 
