@@ -30,7 +30,10 @@ A class that halves the loss scale on overflow and doubles it after N clean iter
 `backoff_factor` = 1 / the factor, `growth_interval` = the window. GradScaler also skips the step on
 inf/NaN gradients (the overflow check), unscales before `scaler.step`, and needs no master copies: keep
 the model fp32 and run forward + loss under `torch.autocast`. The finding names the GradScaler call with
-this instance's values; migrate the training step by hand (A2A509 / A2A508 list the other sites).""",
+this instance's values (a computed window as `int(window)`: GradScaler takes an int); a scaler that keeps
+its scale above a floor on overflow (`max(scale / factor, 1)`) gets the line that keeps it, since
+GradScaler has none: `if scaler.get_scale() < 1: scaler.update(1.0)` after `scaler.update()`. Migrate
+the training step by hand (A2A509 / A2A508 list the other sites).""",
     before="""
 scaler = DynamicLossScaler(init_scale=2 ** 16, scale_window=1000)
 (loss * scaler.loss_scale).backward()
@@ -54,7 +57,8 @@ class ScalerClass:
     scale_attr: str
     params: List[str] = field(default_factory=list)  # __init__ parameters after self, in order
     defaults: Dict[str, Optional[cst.BaseExpression]] = field(default_factory=dict)
-    setting: Dict[str, str] = field(default_factory=dict)  # "init" / "factor" / "window" -> parameter name
+    setting: Dict[str, str] = field(default_factory=dict)  # "init" / "factor" / "window" / "floor" -> parameter
+    floor: Optional[str] = None  # the code of a literal floor on overflow (`max(self.s / self.f, 1)`)
 
 
 def _self_attr(node: cst.CSTNode) -> Optional[str]:
@@ -88,6 +92,20 @@ def _scales(n: cst.CSTNode, attr: str, op: type) -> Optional[str]:
     return None
 
 
+def _floor(branch: cst.CSTNode, attr: str) -> Optional[cst.BaseExpression]:
+    """The other argument of `self.<attr> = max(self.<attr> / ..., FLOOR)` in the overflow branch."""
+    for n in iter_nodes(branch):
+        if isinstance(n, cst.Assign) and len(n.targets) == 1 and _self_attr(n.targets[0].target) == attr and \
+                isinstance(n.value, cst.Call) and isinstance(n.value.func, cst.Name) and \
+                n.value.func.value == "max" and len(n.value.args) == 2 and not any(a.star for a in n.value.args):
+            a, b = (x.value for x in n.value.args)
+            for div, other in ((a, b), (b, a)):
+                if isinstance(div, cst.BinaryOperation) and isinstance(div.operator, cst.Divide) and \
+                        _self_attr(div.left) == attr:
+                    return other
+    return None
+
+
 def _recognise(cls: cst.ClassDef) -> Optional[ScalerClass]:
     methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
     init = methods.get("__init__")
@@ -111,8 +129,16 @@ def _recognise(cls: cst.ClassDef) -> Optional[ScalerClass]:
                     continue
                 params = [p.name.value for p in init.params.params][1:]
                 defaults = {p.name.value: p.default for p in init.params.params}
-                return ScalerClass(cls.name.value, scale, params, defaults,
-                                   {"init": attrs[scale], "factor": attrs[down], "window": attrs[window]})
+                setting = {"init": attrs[scale], "factor": attrs[down], "window": attrs[window]}
+                floor, floor_code = _floor(n.body, scale), None
+                if floor is not None:
+                    if _self_attr(floor) in attrs:
+                        setting["floor"] = attrs[_self_attr(floor)]
+                    elif isinstance(literal_number(floor), (int, float)):
+                        floor_code = code_of(floor)
+                    else:
+                        floor_code = "?"  # a floor this pass cannot read: the mapping says so
+                return ScalerClass(cls.name.value, scale, params, defaults, setting, floor_code)
     return None
 
 
@@ -163,5 +189,22 @@ def mapping(call: cst.Call, sc: ScalerClass, grad_scaler: str = "torch.amp.GradS
         return None
     f = literal_number(cst.parse_expression(factor))
     backoff = repr(1.0 / f) if isinstance(f, (int, float)) and f else f"1 / {factor}"
+    if not _int_literal(cst.parse_expression(window)):
+        window = f"int({window})"  # GradScaler takes an int window (a computed one is often a float)
     return (f'{grad_scaler}("{device}", init_scale={init}, growth_factor={factor}, backoff_factor={backoff}, '
             f"growth_interval={window})")
+
+
+def _int_literal(node: cst.BaseExpression) -> bool:
+    """An integer literal (`1000`, `2 ** 14`, `-3`): no float and no division anywhere in it."""
+    v = literal_number(node)
+    return v is not None and v == int(v) and not any(
+        isinstance(n, (cst.Float, cst.Divide)) for n in iter_nodes(node))
+
+
+def floor_of(call: cst.Call, sc: ScalerClass) -> Optional[str]:
+    """The floor the scaler keeps its scale above on overflow (`max(scale / factor, 1)`), "?" when it has one
+    this pass cannot read, else None. GradScaler has none: its scale keeps backing off."""
+    if "floor" in sc.setting:
+        return _value(call, sc, sc.setting["floor"]) or "?"
+    return sc.floor

@@ -51,7 +51,10 @@ class Fp16OptimizerPass:
                         "backward(loss, update_master_grads=False) and update_master_grads() go (GradScaler keeps no "
                         "master gradients); `optimizer.overflow` (the step was skipped) becomes `scaler.get_scale() < "
                         "scale_before_step`, `optimizer.loss_scale` becomes scaler.get_scale(); optimizer state_dict() "
-                        "no longer holds the scaler: save scaler.state_dict() beside it. The vendored "
+                        "no longer holds the scaler: save scaler.state_dict() beside it; where the copy's "
+                        "DynamicLossScaler keeps the scale >= 1 on overflow (`max(scale / factor, 1)`, see its "
+                        "A2A146), add `if scaler.get_scale() < 1: scaler.update(1.0)` after scaler.update(). "
+                        "The vendored "
                         f"`{copies[0].rpartition('.')[0]}` copy can be deleted once no file uses it (its A2A512)")
                 init = "2.0**32"  # apex.fp16_utils' DynamicLossScaler default
             else:
@@ -72,6 +75,10 @@ class Fp16OptimizerPass:
 
     def _fp16_scaler(self, call: cst.Call, init: str) -> str:
         """The GradScaler an FP16_Optimizer call's loss-scale arguments map to (placeholders where unknown)."""
+        # fp16_utils' class (and its copies): the call's own settings, a conditional dynamic flag included
+        exact = self._scaler_args(call)[0] if init == "2.0**32" else None
+        if exact is not None:
+            return f"{self.gs}(\"{self.device}\", {exact})"
         kw = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         static = kw.get("static_loss_scale")
         if literal_bool(kw.get("dynamic_loss_scale")) is True:

@@ -107,7 +107,21 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                         f"on overflow, multiplies it after a window of clean iterations): "
                         f"{t} = {gs}, with the model kept fp32 under torch.autocast, "
                         f"{t}.scale(loss).backward(), {t}.step(optimizer), {t}.update() (GradScaler "
-                        "checks for inf/NaN and skips the step itself; no fp32 master copies)")
+                        "checks for inf/NaN and skips the step itself; no fp32 master copies)"
+                        + self._floor_note(call, sc, t))
+
+    def _floor_note(self, call: cst.Call, sc, t: str) -> str:
+        """What keeps a scaler's floor on overflow (`max(scale / factor, 1)`): GradScaler has none."""
+        floor = dynamic_scaler.floor_of(call, sc)
+        if floor is None:
+            return ""
+        if floor == "?":
+            return (f". {sc.name} also keeps its scale above a floor on overflow (`max(...)`) that GradScaler "
+                    f"lacks: after {t}.update(), reset the scale to that floor with {t}.update(float(<floor>)) when "
+                    f"{t}.get_scale() falls below it")
+        return (f". {sc.name} never lets the scale fall below {floor} on overflow (`max(scale / factor, {floor})`); "
+                f"GradScaler has no floor: to keep it, after {t}.update() add `if {t}.get_scale() < {floor}: "
+                f"{t}.update(float({floor}))` (update(new_scale) only sets the scale, and takes a float)")
 
     @property
     def scaler_base(self) -> str:
@@ -208,7 +222,23 @@ class _Migration(Fp16OptimizerPass, StaticScalingPass):
                 self.report(cls, "A2A512", f"class {cls.name.value} scales the loss and owns the backward: replace "
                             f"it with {self.gs}(\"{self.device}\"): scaler.scale(loss).backward(), "
                             "scaler.unscale_(optimizer) before clipping, scaler.step(optimizer), scaler.update()"
-                            + self._vendored_note(cls, methods))
+                            + self._vendored_note(cls, methods) + self._fairseq_note(code, methods))
+
+    def _fairseq_note(self, code: str, methods: Set[str]) -> str:
+        """For a fairseq-style FP16Optimizer (flat fp32 master copy, clip_grad_norm that updates the scale and
+        raises OverflowError to skip the update, FloatingPointError at min_loss_scale): each method's counterpart."""
+        if not ({"backward", "clip_grad_norm"} <= methods and "OverflowError" in code and "min_loss_scale" in code):
+            return ""
+        return (". Method by method (a fairseq-style wrapper whose trainer catches OverflowError to skip the "
+                "update): keep the model fp32 (no .half()) with forward + loss under torch.autocast(\"cuda\", "
+                "dtype=torch.float16, enabled=args.fp16); optimizer.backward(loss) -> scaler.scale(loss).backward(); "
+                "multiply_grads(c) and clip_grad_norm(n) -> scaler.unscale_(optimizer) once, then multiply the "
+                "gradients by c and clip_grad_norm_(params, n); optimizer.step() -> scaler.step(optimizer) then "
+                "scaler.update() (an inf/NaN gradient skips the step, as OverflowError did: the trainer's skip "
+                "count becomes scaler.get_scale() < the scale before the step); the min_loss_scale abort -> after "
+                "scaler.update(), raise FloatingPointError when a step was skipped and scaler.get_scale() <= "
+                "args.min_loss_scale; state_dict()['loss_scale'] -> save scaler.state_dict() beside the "
+                "optimizer's (an old checkpoint's loss_scale becomes the GradScaler's init_scale)")
 
     def _vendored_note(self, cls: cst.ClassDef, methods: Set[str]) -> str:
         """For a project's own copy of apex.fp16_utils.FP16_Optimizer: which callers keep it, and when it can go."""
