@@ -14,6 +14,7 @@ from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .walk import iter_nodes
 from .names import (arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code)
+from .amp_plan_init_by_name import stored_on_self
 from .amp_inference import o3_overrides, o3_statements, patched_models
 from .amp_plan_state import AmpPlanState, AmpSite, code_of, parse_expr, flatten, parse_stmt
 
@@ -150,6 +151,8 @@ class InitializePlanning(AmpPlanState):
         elif target is not None and all(dotted_name(t) and dotted_name(t).startswith("self.")  # type: ignore[union-attr]
                                         for t in flatten(target)) and self.class_of(func) is not None:
             self.scaler_is_attr = True
+        elif self.class_of(func) is not None and stored_on_self(self, stmt, target):
+            self.scaler_is_attr = True  # locals the method then stores on `self` (models held by name)
         # enabled condition
         conds, outer = self.gate_of(stmt)
         probe = next((c for c in conds for n in iter_nodes(c) if _probes_apex(n)), None)
