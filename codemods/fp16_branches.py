@@ -145,3 +145,30 @@ def autocast_maker(device: str, dtype: str, indent: str, enabled: str):
         assert isinstance(head, cst.With)
         return head.with_changes(body=head.body.with_changes(body=indent_continuations(stmts, indent)))
     return make
+
+
+def float_only_off_fp16(module: cst.Module, models: Set[str], flags: Set[str]) -> List[cst.If]:
+    """`if not args.fp16: model = model.float()` (a model restored from a checkpoint of the fp16 run is half):
+    the model is fp32 in every mode now, so the cast runs in every mode. `flags`: the codes of the fp16
+    tests (the gate's `and` operands)."""
+    out: List[cst.If] = []
+    for n in iter_nodes(module):
+        if not (isinstance(n, cst.If) and n.orelse is None and isinstance(n.test, cst.UnaryOperation) and
+                isinstance(n.test.operator, cst.Not) and norm_code(n.test.expression) in flags and
+                isinstance(n.body, cst.IndentedBlock) and len(n.body.body) == 1):
+            continue
+        line = n.body.body[0]
+        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 and
+                isinstance(line.body[0], cst.Assign) and len(line.body[0].targets) == 1):
+            continue
+        a = line.body[0]
+        target = dotted_name(a.targets[0].target)
+        v = a.value
+        if target in models and isinstance(v, cst.Call) and not v.args and isinstance(v.func, cst.Attribute) and \
+                v.func.attr.value == "float" and dotted_name(v.func.value) == target:
+            out.append(n)
+    return out
+
+
+def gate_flags(gate_if: Optional[cst.If]) -> Set[str]:
+    return {norm_code(c) for c in _conjuncts(gate_if.test)} if gate_if is not None else set()

@@ -172,7 +172,9 @@ class Fp16OptimizerPass:
         made = f"{scaler_name} = {self.gs}(\"{self.device}\", {scaler_args}"
         if use_scaler and gate_if is not None:
             # made before the gate, enabled where it holds: the lines both paths run step through it
-            self.plan.insert_before(gate_if, parse_stmts(f"{made}, enabled={code_of(gate_if.test)})\n"))
+            made_stmts = parse_stmts(f"{made}, enabled={code_of(gate_if.test)})\n")
+            made_stmts[0] = made_stmts[0].with_changes(leading_lines=gate_if.leading_lines)
+            self.plan.insert_before(gate_if, made_stmts)
         elif use_scaler:
             assign.append(made + ")")
         new_stmts = parse_stmts("\n".join(assign) + "\n") if assign else []
@@ -220,6 +222,11 @@ class Fp16OptimizerPass:
             else:
                 self.plan.replace_node[node] = edit
             self.report(node, "A2A504", f"{what} removed: the model stays fp32 and autocast picks fp16 per op", fixed=True)
+        for guard in (fp16_branches.float_only_off_fp16(self.module, set(model_names), fp16_branches.gate_flags(gate_if))
+                      if gate_if is not None else []):
+            self.plan.replace_stmt[guard] = [guard.body.body[0].with_changes(leading_lines=guard.leading_lines)]
+            self.report(guard, "A2A504", "the fp32 cast of a restored model now runs in every mode: the model stays "
+                        "fp32 (a checkpoint of the fp16 run holds a half model)", fixed=True)
         dtype = "float16" if use_scaler else "bfloat16"
         for region in regions:
             if region is None:
