@@ -8,6 +8,7 @@ import libcst as cst
 from . import accum_clip, amp_plan_clip_gate, clip_loops, clip_reach, unsafe_fixes
 from . import amp_rules as R
 from .early_exits import may_exit_early
+from .amp_plan_steps_plain import plain_branch
 from .names import arg_by, dotted_name, norm_code
 from .amp_plan_state import AmpPlanState, code_of, parse_expr, parse_stmt
 
@@ -28,7 +29,8 @@ class ClipPlanning(AmpPlanState):
             d = dotted_name(n.func) or ""
             reads_master = any(isinstance(a.value, cst.Call) and outer.is_amp(a.value.func, "master_params")
                                for a in n.args)
-            if (d.split(".")[-1] in CLIP_FUNCS or reads_master) and id(outer.func_of(n)) in funcs:
+            if (d.split(".")[-1] in CLIP_FUNCS or reads_master) and id(outer.func_of(n)) in funcs and \
+                    plain_branch(outer, n) is None:  # a clip after the fp32 branch's own backward
                 clips.append(n)
 
         self._replay(calls=visit_Call)

@@ -14,6 +14,7 @@ from .guards import apex_flags, apex_locals, fold_condition, is_const
 from .walk import iter_nodes
 from .names import (arg_by, assigned_names, dotted_name, has_star_args, literal_number,
                     literal_string, names_read, norm_code)
+from .amp_plan_init_by_name import gated_caller, named_models, stored_on_self
 from .amp_inference import o3_overrides, o3_statements, patched_models
 from .amp_plan_state import AmpPlanState, AmpSite, code_of, parse_expr, flatten, parse_stmt
 
@@ -142,6 +143,7 @@ class InitializePlanning(AmpPlanState):
         if opts is not None:
             for e in flatten(opts.value):
                 self.optimizers.add(norm_code(e))
+        self.models |= named_models(self, models.value, site.func)  # `[getattr(self, n) for n in self.NAMES]`
         # where the scaler lives
         func = site.func
         self.init_func = func
@@ -150,6 +152,8 @@ class InitializePlanning(AmpPlanState):
         elif target is not None and all(dotted_name(t) and dotted_name(t).startswith("self.")  # type: ignore[union-attr]
                                         for t in flatten(target)) and self.class_of(func) is not None:
             self.scaler_is_attr = True
+        elif self.class_of(func) is not None and stored_on_self(self, stmt, target):
+            self.scaler_is_attr = True  # locals the method then stores on `self` (models held by name)
         # enabled condition
         conds, outer = self.gate_of(stmt)
         probe = next((c for c in conds for n in iter_nodes(c) if _probes_apex(n)), None)
@@ -276,6 +280,15 @@ class InitializePlanning(AmpPlanState):
         what = "GradScaler" if self.use_scaler else "bf16 autocast (no scaler)"
         self.report(call, R.INITIALIZE, f"`amp.initialize` -> {what}" + (
             f" (enabled={code_of(self.cond)})" if self.cond is not None else ""), fixed=True)
+        gate = gated_caller(self, func) if self.scaler_is_attr and scaler_stmt is not None else None
+        if gate is not None:
+            # `if amp: self.init_amp()` in `__init__`: a disabled scaler before that gate, so the code the
+            # other mode runs finds one (a plain step, no scaling), and autocast follows the scaler
+            off = parse_stmt(f"{self.scaler_target()} = {self.ctx.options.grad_scaler_callee}("
+                             f"{', '.join(scaler_args[:1] if not legacy_scaler else [])}"
+                             f"{', ' if not legacy_scaler else ''}enabled=False)")
+            self.plan.insert_before(gate, [off])
+            self.cond = parse_expr(f"{self.scaler_expr()}.is_enabled()")
 
     def _plan_o3_inference(self, call: cst.Call, stmt: cst.CSTNode, target: Optional[cst.BaseExpression],
                            models: cst.BaseExpression) -> None:

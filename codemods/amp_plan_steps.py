@@ -6,6 +6,7 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from . import backward_helpers
+from .amp_plan_steps_plain import plain_branch
 from . import amp_rules as R
 from .base import facts_key
 from .names import assigned_names, norm_code
@@ -39,7 +40,7 @@ class StepPlanning(AmpPlanState):
 
         self._replay(calls=visit_Call)
         steps = [s for s in steps if not self.in_dropped(s[0]) and not self._before_initialize(s[1], s[2])
-                 and not self._before_any_backward(s[1], s[2])]
+                 and not self._before_any_backward(s[1], s[2]) and plain_branch(self, s[0]) is None]
         self._steps = steps
         if not steps and self.has_scale_loss and self._helper_funcs():
             self._publish_helpers()

@@ -15,7 +15,7 @@ import libcst as cst
 from .call_args import literal_bool
 from .code_layout import as_primary
 from .fp16_use_map import use_map
-from . import templates
+from . import fp16_branches, templates
 from .names import assigned_names, code_of, dotted_name, norm_code, sole_call
 from .scaling_shapes import (FUSED_FP16_OPT, MODEL_WRAPPERS, STATIC_INTERVAL, ancestors, autocast_maker, base_of,
                              block_of, calls_any, enclosing, parse_stmts, stmt_line, strip_casts, walk_all, within)
@@ -157,11 +157,17 @@ class Fp16OptimizerPass:
             return model_names  # type: ignore[return-value]
         # autocast regions
         regions = []
+        gate_if = fp16_branches.gate(stmt, self.parents)  # `if args.cuda and args.fp16: optimizer = FP16_Optimizer(...)`
+        forward_names = set(model_names) | fp16_branches.aliases(self.module, set(model_names))
         for line, loss in backwards:
-            region = self._region(line, loss, set(model_names))
+            # `if args.fp16: optimizer.backward(loss) else: loss.backward()`: the loss is computed around the `if`
+            anchor = fp16_branches.branch_anchor(line, loss, self.parents, self.module, gate_if, self.index.positions)
+            region = self._region(anchor or line, loss, forward_names)
             if isinstance(region, str):
                 return region
             regions.append(region)
+        if gate_if is not None and not self.ctx.options.use_scaler:
+            return "the FP16_Optimizer is made under an `if` and bf16 has no scaler to carry that switch"
         # -- all recognised: plan the edits -----------------------------------------------
         scaler_name = f"self.{self.scaler_base}" if target.startswith("self.") else self.scaler_base
         self.needs_torch = True
@@ -170,10 +176,18 @@ class Fp16OptimizerPass:
         assign: List[str] = []
         if code_of(inner) != target:
             assign.append(f"{target} = {code_of(inner)}")
-        if use_scaler:
-            assign.append(f"{scaler_name} = {self.gs}(\"{self.device}\", {scaler_args})")
+        made = f"{scaler_name} = {self.gs}(\"{self.device}\", {scaler_args}"
+        if use_scaler and gate_if is not None:
+            # made before the gate, enabled where it holds: the lines both paths run step through it
+            made_stmts = parse_stmts(f"{made}, enabled={code_of(gate_if.test)})\n")
+            made_stmts[0] = made_stmts[0].with_changes(leading_lines=gate_if.leading_lines)
+            self.plan.insert_before(gate_if, made_stmts)
+        elif use_scaler:
+            assign.append(made + ")")
         new_stmts = parse_stmts("\n".join(assign) + "\n") if assign else []
-        if new_stmts:
+        if not new_stmts and gate_if is not None:
+            self.plan.remove(gate_if)
+        elif new_stmts:
             new_stmts[0] = new_stmts[0].with_changes(leading_lines=stmt.leading_lines)
             self.plan.replace_stmt[stmt] = new_stmts
         else:
@@ -215,12 +229,19 @@ class Fp16OptimizerPass:
             else:
                 self.plan.replace_node[node] = edit
             self.report(node, "A2A504", f"{what} removed: the model stays fp32 and autocast picks fp16 per op", fixed=True)
+        for guard in (fp16_branches.float_only_off_fp16(self.module, set(model_names), fp16_branches.gate_flags(gate_if))
+                      if gate_if is not None else []):
+            self.plan.replace_stmt[guard] = [guard.body.body[0].with_changes(leading_lines=guard.leading_lines)]
+            self.report(guard, "A2A504", "the fp32 cast of a restored model now runs in every mode: the model stays "
+                        "fp32 (a checkpoint of the fp16 run holds a half model)", fixed=True)
         dtype = "float16" if use_scaler else "bfloat16"
         for region in regions:
             if region is None:
                 continue
             first, last = region
-            self.plan.wrap(first, last, autocast_maker(self.device, dtype, self.module.default_indent))
+            self.plan.wrap(first, last, autocast_maker(self.device, dtype, self.module.default_indent)
+                           if gate_if is None else fp16_branches.autocast_maker(
+                               self.device, dtype, self.module.default_indent, f"{scaler_name}.is_enabled()"))
         self.report(call, "A2A501", "FP16_Optimizer -> fp32 model + torch.autocast + "
                     + (f"{self.gs} ({note})" if use_scaler else "bf16 autocast without a scaler"), fixed=True)
         if use_scaler and "static" in note:
