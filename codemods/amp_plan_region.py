@@ -5,7 +5,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from . import amp_regions
+from . import amp_region_extend, amp_regions
 from . import amp_rules as R
 from .code_layout import indent_continuations
 from .signatures import param_names
@@ -58,22 +58,28 @@ class RegionPlanning(AmpPlanState):
         while inner is not None:
             block, body, end = inner[0], inner[0].body, inner[1]
             inner = amp_regions.try_body_source(self, body[end], wanted)
-        # backward slice within the block, not crossing backward/step code
-        needed = set(names_read(body[end])) | assigned_names(body[end])
-        model_start = None
-        stop, traced = -1, []
-        for j in range(end, -1, -1):
-            s = body[j]
-            if j != end and self._forbidden(s):
-                stop = j
+        # backward slice within the block, not crossing backward/step code; an early exit may stay inside
+        # when it skips no half-done scaler work (codemods/amp_region_extend.py)
+        for exits in (True, False):
+            needed = set(names_read(body[end])) | assigned_names(body[end])
+            model_start = None
+            stop, traced = -1, []
+            for j in range(end, -1, -1):
+                s = body[j]
+                if j != end and self._stops_region(s, exits):
+                    stop = j
+                    break
+                if j != end and not (assigned_names(s) & needed):
+                    continue
+                if j != end:
+                    needed |= names_read(s)
+                traced.append(s)
+                if self._calls_model(s, func):
+                    model_start = j
+            rng = body[(end if model_start is None else model_start):end + 1]
+            leaving = amp_region_extend.region_exits(self, rng, _inner_loop_exits) if exits else []
+            if not leaving or amp_region_extend.exits_leave_clean_state(self, rng, leaving):
                 break
-            if j != end and not (assigned_names(s) & needed):
-                continue
-            if j != end:
-                needed |= names_read(s)
-            traced.append(s)
-            if self._calls_model(s, func):
-                model_start = j
         if model_start is None:
             elsewhere = amp_regions.forward_elsewhere(self, body, stop, traced, needed, func)
             if elsewhere is not None:
@@ -86,7 +92,7 @@ class RegionPlanning(AmpPlanState):
         rng = body[start:end + 1]
         if not self.ctx.enabled(R.AUTOCAST.code) or any(self.ctx.suppressed(s, R.AUTOCAST.code) for s in rng):
             return
-        if any(self._forbidden(s) for s in rng):
+        if any(self._stops_region(s, exits) for s in rng):
             self.report(anchor, R.NO_REGION, "the loss statement itself holds backward/step code: wrap the forward "
                                              "pass and loss in `torch.autocast(...)` by hand")
             self._unsafe = "no autocast region can cover the forward pass the loss comes from"
@@ -104,9 +110,8 @@ class RegionPlanning(AmpPlanState):
                                              "to the loss (or add `torch.autocast` around it by hand)")
             self._no_region = "no autocast region can be placed at the forward pass the loss comes from"
             return
-        for (b, f, l) in self._regions:
-            if b is block and not (end < f or start > l):
-                return  # overlapping region already planned
+        if amp_region_extend.join_planned(self, block, start, end, traced, anchor) is not None:
+            return  # one region with the loss planned already (grown over this one), or refused
         enabled = self.enabled_for(func)
         switched = self.ctx.facts.extra.get(BF16_SWITCHED, [])
         if enabled is None and not self.has_init and not self.use_scaler and switched:
@@ -267,11 +272,17 @@ class RegionPlanning(AmpPlanState):
                 return True
         return False
 
-    def _forbidden(self, stmt: cst.CSTNode) -> bool:
+    def _stops_region(self, stmt: cst.CSTNode, exits: bool = True) -> bool:
+        """Whether `stmt` must stay outside the autocast region planned: `_forbidden` code (an early exit
+        only with `exits` false), or a call of a backward helper (codemods/amp_region_extend.py)."""
+        return self._forbidden(stmt, exits) or amp_region_extend.runs_backward(self, stmt)
+
+    def _forbidden(self, stmt: cst.CSTNode, exits: bool = False) -> bool:
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
-        control flow that leaves the block, nested definitions)."""
+        control flow that leaves the block unless `exits` lets it stay, nested definitions)."""
         inner = _inner_loop_exits(stmt)
-        return any((type(n) in _REGION_STOPPERS and id(n) not in inner) or (
+        allowed = amp_region_extend.EXITS if exits else ()
+        return any((type(n) in _REGION_STOPPERS and id(n) not in inner and type(n) not in allowed) or (
             type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION and
             not _bookkeeping_update(n))
             for n in iter_nodes(stmt))
