@@ -5,7 +5,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from . import amp_region_extend, amp_regions
+from . import amp_region_extend, amp_regions, region_scaler_update
 from . import amp_rules as R
 from .code_layout import indent_continuations
 from .signatures import param_names
@@ -284,7 +284,7 @@ class RegionPlanning(AmpPlanState):
         allowed = amp_region_extend.EXITS if exits else ()
         return any((type(n) in _REGION_STOPPERS and id(n) not in inner and type(n) not in allowed) or (
             type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION and
-            not _bookkeeping_update(n))
+            (n.func.attr.value != "update" or region_scaler_update.is_scaler_update(self, n)))
             for n in iter_nodes(stmt))
 
     def _inside_autocast(self, stmt: cst.CSTNode) -> bool:
@@ -308,18 +308,6 @@ def _unwrapped(f: cst.BaseExpression) -> Optional[str]:
     while isinstance(f, cst.Attribute) and f.attr.value == "module":
         f = f.value
     return norm_code(f)
-
-
-def _bookkeeping_update(call: cst.Call) -> bool:
-    """`meter.update(loss.item(), n)`, `stats.update({...})`, `pbar.update(1)`: an `update` that is
-    no loss scaler's (`scaler.update()` takes no argument but an optional `new_scale`), so it may sit
-    inside an autocast region like any other statement that neither runs backward nor steps."""
-    f = call.func
-    if not (isinstance(f, cst.Attribute) and f.attr.value == "update") or not call.args:
-        return False
-    if any(a.keyword is not None and a.keyword.value == "new_scale" for a in call.args):
-        return False
-    return "scal" not in norm_code(f.value).lower()
 
 
 def _inner_loop_exits(stmt: cst.CSTNode) -> Set[int]:
