@@ -60,6 +60,7 @@ class RegionPlanning(AmpPlanState):
             inner = amp_regions.try_body_source(self, body[end], wanted)
         # backward slice within the block, not crossing backward/step code; an early exit may stay inside
         # when it skips no half-done scaler work (codemods/amp_region_extend.py)
+        blocked_exit: Optional[cst.CSTNode] = None
         for exits in (True, False):
             needed = set(names_read(body[end])) | assigned_names(body[end])
             model_start = None
@@ -80,10 +81,15 @@ class RegionPlanning(AmpPlanState):
             leaving = amp_region_extend.region_exits(self, rng, _inner_loop_exits) if exits else []
             if not leaving or amp_region_extend.exits_leave_clean_state(self, rng, leaving):
                 break
+            blocked_exit = leaving[0]
         if model_start is None:
             elsewhere = amp_regions.forward_elsewhere(self, body, stop, traced, needed, func)
             if elsewhere is not None:
-                self.report(elsewhere[0], R.REGION_OUTSIDE_FORWARD, f"{elsewhere[1]}; put the forward and the "
+                why = "" if blocked_exit is None else (
+                    f" (the early exit at line {self.ctx.line_of(blocked_exit)} stays outside: a backward or step "
+                    "runs before it in the same pass, and inside the region it would skip that step's "
+                    "`scaler.update()`)")
+                self.report(elsewhere[0], R.REGION_OUTSIDE_FORWARD, f"{elsewhere[1]}{why}; put the forward and the "
                                                                     "loss in one block (or add the autocast region "
                                                                     "by hand)")
                 self._unsafe = "no autocast region can cover the forward pass the loss comes from"
