@@ -105,10 +105,13 @@ def launcher_copy_plan(code: str) -> Tuple[Optional[Plan], str]:
               None)
     if fn is None:
         return None, "its subprocess.Popen is not in a function"
+    plan, why = _workers(fn, popens[0])
+    if plan is None:
+        return plan, why
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and not _allowed_call(n, tree):
             return None, f"it also calls `{ast.unparse(n.func)}` (line {n.lineno}), which torchrun does not do"
-    return _workers(fn, popens[0])
+    return plan, ""
 
 
 def _name(node: ast.AST) -> str:
@@ -233,6 +236,8 @@ def _command(cmd: ast.expr) -> Tuple[Optional[Plan], str]:
     append: List[str] = []
     if len(parts) == 3:
         tail = parts[2]
+        if "local_rank" in _name(tail) or "local-rank" in _name(tail):
+            return None, "it passes --local_rank, which torchrun does not: the script must read LOCAL_RANK first"
         if not isinstance(tail, ast.List) or not all(isinstance(e, ast.Constant) and isinstance(e.value, str)
                                                      for e in tail.elts):
             return None, f"it appends `{_name(tail)}` to the script's arguments, which is not a list of literal strings"

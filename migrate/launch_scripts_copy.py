@@ -55,10 +55,15 @@ def rewrite_copy_launches(text: str, bases: Sequence[str], scripts: Dict[str, Di
             unbuf = " (the copy ran the workers with `python -u`: set PYTHONUNBUFFERED=1 where the logs' order " \
                 "matters)" if plan.get("unbuffered") else ""  # type: ignore[union-attr]
             if not rewrite or body.lstrip().startswith("#") or why:
-                reason = f" by hand: {why}" if why and rewrite else ""
+                if why and rewrite:
+                    todo = (f"not rewritten, {why}: by hand, run `{launcher}` in its place with the same launcher "
+                            "options" + (f" and `{append}` right after the training script's last argument" if append
+                                         else ""))
+                else:
+                    todo = f"update the command to `{' '.join(shown.split())}`"
                 findings.append(Finding("A2A421", f"`{m.group(0)}` runs a copy of torch.distributed.launch that "
-                                        f"torchrun replaces: update the command{reason} to `{' '.join(shown.split())}`"
-                                        f"{unbuf}", i + 1, m.start() + 1, WARNING if why else INFO, False))
+                                        f"torchrun replaces: {todo}{unbuf}", i + 1, m.start() + 1,
+                                        WARNING if why and rewrite else INFO, False))
                 continue
             if append:
                 end = new[last].rstrip()
@@ -83,18 +88,17 @@ def _launcher(m: "re.Match[str]") -> str:
 def _why_not(tail: str) -> str:
     """Why the command after the copy's path cannot become torchrun's as written ("" when it can)."""
     if _SHELL_OPS.search(tail):
-        return "the command goes on into a pipe, a redirection, a command list or a comment, so the copy's " \
-            "appended arguments go before that, not at the line's end"
+        return "as the command goes on into a pipe, a redirection, a command list or a comment"
     try:
         tokens = shlex.split(tail)
     except ValueError:
-        return "its quoting does not parse"
+        return "as its quoting does not parse"
     k = 0
     while k < len(tokens) and tokens[k].startswith("-"):
         name = tokens[k].lstrip("-").split("=", 1)[0].replace("-", "_")
         if name not in OPTIONS or not tokens[k].startswith("--"):
-            return f"`{tokens[k]}` is not an option of the copy that torchrun takes the same way"
+            return f"as `{tokens[k]}` is not an option of the copy that torchrun takes the same way"
         k += 1 if "=" in tokens[k] else 2
     if k >= len(tokens):
-        return "it names no training script"
+        return "as it names no training script"
     return ""
