@@ -55,3 +55,22 @@ def test_binding_per_micro_batch_clip_is_the_a2a145_move():
     assert [r["losses"] for r in legacy] != [r["losses"] for r in hand]
     verdict = compare({0: legacy}, {0: hand}, steps=6, mode="fidelity")
     assert verdict["max_rel_diff"] < 0.1
+
+
+@pytest.mark.parametrize("unsafe,refusal", [([], "A2A117"), (["--unsafe-fixes"], "A2A126")],
+                         ids=["default", "unsafe-fixes"])
+def test_today_both_modules_are_left_whole(tmp_path, unsafe, refusal):
+    """Until the cross-module rewrite exists the two modules migrate together or not at all: the helper's
+    `amp.initialize` stays (A2A124), the trainer's module refuses (the per-micro-batch clip, A2A117 +
+    A2A145, by default; A2A126 on the decorated entry point with --unsafe-fixes) and neither file changes."""
+    import shutil
+    import subprocess
+    import sys
+    dst = tmp_path / "legacy"
+    shutil.copytree(os.path.join(CASE, "legacy"), dst)
+    r = subprocess.run([sys.executable, "-m", "apex2amp", "rewrite", *unsafe, str(dst)], capture_output=True,
+                       text=True)
+    assert "A2A124" in r.stdout and refusal in r.stdout, r.stdout + r.stderr
+    for name in ("setup_utils.py", "train.py"):
+        with open(os.path.join(CASE, "legacy", name), encoding="utf-8") as a, open(dst / name, encoding="utf-8") as b:
+            assert a.read() == b.read()
