@@ -74,3 +74,15 @@ def test_today_both_modules_are_left_whole(tmp_path, unsafe, refusal):
     for name in ("setup_utils.py", "train.py"):
         with open(os.path.join(CASE, "legacy", name), encoding="utf-8") as a, open(dst / name, encoding="utf-8") as b:
             assert a.read() == b.read()
+
+
+@pytest.mark.parametrize("mode", ["fp32", "O1"])
+@pytest.mark.parametrize("max_norm", ["0.3", "0.05"])  # binding on most micro-batches
+def test_per_micro_batch_clip_on_the_scaled_gradient_is_exact(mode, max_norm):
+    """A possible safe form of A2A145's fix (a finding for its owner, not what the tool writes): keep the
+    clip on every micro-batch, on the still-scaled gradient with `max_norm * scaler.get_scale()` (the norm
+    scales with the gradient; 1.0 when the scaler is off): equal to apex step by step, clip binding."""
+    args = MODES[mode] + ["--max-grad-norm", max_norm]
+    legacy = collect_losses(os.path.join(CASE, "legacy"), "train.py", args, steps=6, device="cpu")[0]
+    exact = collect_losses(os.path.join(CASE, "migrated_exact"), "train.py", args, steps=6, device="cpu")[0]
+    assert len(exact) == 6 and [r["losses"] for r in legacy] == [r["losses"] for r in exact]
