@@ -52,7 +52,7 @@ def plan(a, live: List) -> Optional[LossScalers]:
     for s, x in given:
         k = _int(x)
         if k is None:
-            refuse(s.call, *why_not_literal(s, x))
+            refuse(s.call, *why_not_literal(s, x, a.module))
             return None
         if not inits and k != 0:
             refuse(s.call, f"`loss_id={k}` picks one of the loss scalers an `amp.initialize` in another module made")
@@ -113,15 +113,18 @@ def _names(node: cst.CSTNode) -> set:
     return out
 
 
-def why_not_literal(s, x: cst.Arg) -> Tuple[str, bool]:
+def why_not_literal(s, x: cst.Arg, module: cst.Module) -> Tuple[str, bool]:
     """Why a `loss_id` that is not an integer literal cannot be mapped, as precisely as the call shows, and
     whether that text is the whole advice."""
     code = norm_code(x.value)
     params = {p.name.value for p in s.func.params.params} | {p.name.value for p in s.func.params.kwonly_params} \
         if s.func is not None else set()
     if isinstance(x.value, cst.Name) and x.value.value in params:
-        return (f"`loss_id={code}` is a parameter of `{s.func.name.value}`, so the loss scaler is picked by its "
-                f"callers; pass the GradScaler (`scalers[k]`) to `{s.func.name.value}` instead of the id", False)
+        fn = s.func.name.value
+        got = _caller_ids(module, s.func, x.value.value)
+        said = f" (the calls in this module pass {', '.join(got)})" if got else ""
+        return (f"`loss_id={code}` is a parameter of `{fn}`, so the loss scaler is picked by its callers{said}; "
+                f"pass the GradScaler (`scalers[k]`) to `{fn}` instead of the id", False)
     opt = arg_by(s.call, 1, "optimizers")
     if opt is not None and not (_names(x.value) & _names(opt.value)):
         o = norm_code(opt.value)
@@ -131,3 +134,46 @@ def why_not_literal(s, x: cst.Arg) -> Tuple[str, bool]:
                 f"is not needed, drop `num_losses` and `loss_id` and use one GradScaler", True)
     return (f"`loss_id={code}` is computed at run time; that it stays within `num_losses` and that each "
             f"optimizer is stepped under one id cannot be shown", False)
+
+
+def _caller_ids(module: cst.Module, func: cst.FunctionDef, param: str) -> List[str]:
+    """What the calls of `func` in this module (directly or through `functools.partial(func, ...)`) pass as
+    `param`, in source order; empty when a call cannot be read."""
+    fn = func.name.value
+    pos = [p.name.value for p in func.params.posonly_params] + [p.name.value for p in func.params.params]
+    pos = [p for p in pos if p != "self"] if pos[:1] == ["self"] else pos
+    if param not in pos:
+        return []
+    calls: List[cst.Call] = []
+    aliases: Dict[str, int] = {}  # a name bound to partial(fn, a, b) -> how many positionals it fixed
+
+    def callee(node: cst.BaseExpression) -> Optional[str]:
+        if isinstance(node, cst.Name):
+            return node.value
+        return node.attr.value if isinstance(node, cst.Attribute) else None
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> None:
+            v = n.value
+            if (isinstance(v, cst.Call) and callee(v.func) == "partial" and v.args
+                    and callee(v.args[0].value) == fn and len(n.targets) == 1
+                    and isinstance(n.targets[0].target, cst.Name)):
+                aliases[n.targets[0].target.value] = sum(1 for a in v.args[1:] if a.keyword is None)
+
+        def visit_Call(self, n: cst.Call) -> None:
+            calls.append(n)
+    module.visit(_V())
+    out: List[str] = []
+    for c in calls:
+        name = callee(c.func)
+        if name == fn and name not in aliases:
+            shift = 0
+        elif name in aliases:
+            shift = aliases[name]
+        else:
+            continue
+        got = arg_by(c, pos.index(param) - shift, param)
+        if got is None:
+            return []
+        out.append(norm_code(got.value))
+    return out

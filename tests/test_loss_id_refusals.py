@@ -19,6 +19,7 @@ def test_helper_parameter_names_the_helper():
     ln = _line("loss_id_helper_parameter.unchanged.py")
     assert "`loss_id=which` is a parameter of `backward_of`" in ln, ln
     assert "pass the GradScaler (`scalers[k]`) to `backward_of`" in ln, ln
+    assert "(the calls in this module pass 0, 1)" in ln, ln
 
 
 def test_shared_optimizer_says_one_scale_cannot_serve_and_offers_one_scaler():
