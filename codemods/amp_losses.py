@@ -129,8 +129,11 @@ def why_not_literal(s, x: cst.Arg, module: cst.Module) -> Tuple[str, bool]:
     if opt is not None and not (_names(x.value) & _names(opt.value)):
         o = norm_code(opt.value)
         return (f"`loss_id={code}` is not an integer literal while the optimizer `{o}` is one expression: where "
-                f"the id takes several values, `{o}` accumulates gradients scaled by several apex loss scalers (each unscaled with its own scale "
-                f"before they summed); a GradScaler steps an optimizer with one scale. Where per-loss scaling "
+                f"the id takes several values, `{o}` accumulates gradients scaled by several apex loss scalers ("
+                + ("with `delay_unscale`, left scaled across loss ids until a non-delayed exit"
+                   if arg_by(s.call, 99, "delay_unscale") is not None else
+                   "each unscaled with its own scale before they summed")
+                + "); a GradScaler steps an optimizer with one scale. Where per-loss scaling "
                 f"is not needed, drop `num_losses` and `loss_id` and use one GradScaler", True)
     return (f"`loss_id={code}` is computed at run time; that it stays within `num_losses` and that each "
             f"optimizer is stepped under one id cannot be shown", False)
