@@ -7,7 +7,7 @@ an overflow. A GradScaler per loss does the same when each optimizer belongs to 
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -43,15 +43,16 @@ def plan(a, live: List) -> Optional[LossScalers]:
         return None
     count = _int(num) if num is not None else 1
 
-    def refuse(node: cst.CSTNode, why: str) -> None:
-        a.report(node, R.PER_LOSS_UNSUPPORTED, f"{why}: apex kept one loss scaler per loss id; give each loss its "
-                                               "own GradScaler by hand (this module's amp code is left as it is)")
+    def refuse(node: cst.CSTNode, why: str, whole: bool = False) -> None:
+        a.report(node, R.PER_LOSS_UNSUPPORTED, f"{why} (this module's amp code is left as it is)" if whole else
+                 f"{why}: apex kept one loss scaler per loss id; give each loss its own GradScaler by hand "
+                 "(this module's amp code is left as it is)")
         a.abort = True
 
     for s, x in given:
         k = _int(x)
         if k is None:
-            refuse(s.call, "`loss_id` is not an integer literal")
+            refuse(s.call, *why_not_literal(s, x, a.module))
             return None
         if not inits and k != 0:
             refuse(s.call, f"`loss_id={k}` picks one of the loss scalers an `amp.initialize` in another module made")
@@ -100,3 +101,82 @@ def scaler_name(a) -> str:
     """A free name for the list of scalers."""
     used = set(a.table.bindings) | a.index.name_values | a.index.attr_values
     return next((c for c in ("scalers", "grad_scalers", "amp_scalers") if c not in used), "amp_grad_scalers")
+
+
+def _names(node: cst.CSTNode) -> set:
+    out = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+    node.visit(_V())
+    return out
+
+
+def why_not_literal(s, x: cst.Arg, module: cst.Module) -> Tuple[str, bool]:
+    """Why a `loss_id` that is not an integer literal cannot be mapped, as precisely as the call shows, and
+    whether that text is the whole advice."""
+    code = norm_code(x.value)
+    params = {p.name.value for p in s.func.params.params} | {p.name.value for p in s.func.params.kwonly_params} \
+        if s.func is not None else set()
+    if isinstance(x.value, cst.Name) and x.value.value in params:
+        fn = s.func.name.value
+        got = _caller_ids(module, s.func, x.value.value)
+        said = f" (the calls in this module pass {', '.join(got)})" if got else ""
+        return (f"`loss_id={code}` is a parameter of `{fn}`, so the loss scaler is picked by its callers{said}; "
+                f"pass the GradScaler (`scalers[k]`) to `{fn}` instead of the id", False)
+    opt = arg_by(s.call, 1, "optimizers")
+    if opt is not None and not (_names(x.value) & _names(opt.value)):
+        o = norm_code(opt.value)
+        return (f"`loss_id={code}` is not an integer literal while the optimizer `{o}` is one expression: where "
+                f"the id takes several values, `{o}` accumulates gradients scaled by several apex loss scalers ("
+                + ("with `delay_unscale`, left scaled across loss ids until a non-delayed exit"
+                   if arg_by(s.call, 99, "delay_unscale") is not None else
+                   "each unscaled with its own scale before they summed")
+                + "); a GradScaler steps an optimizer with one scale. Where per-loss scaling "
+                f"is not needed, drop `num_losses` and `loss_id` and use one GradScaler", True)
+    return (f"`loss_id={code}` is computed at run time; that it stays within `num_losses` and that each "
+            f"optimizer is stepped under one id cannot be shown", False)
+
+
+def _caller_ids(module: cst.Module, func: cst.FunctionDef, param: str) -> List[str]:
+    """What the calls of `func` in this module (directly or through `functools.partial(func, ...)`) pass as
+    `param`, in source order; empty when a call cannot be read."""
+    fn = func.name.value
+    pos = [p.name.value for p in func.params.posonly_params] + [p.name.value for p in func.params.params]
+    pos = [p for p in pos if p != "self"] if pos[:1] == ["self"] else pos
+    if param not in pos:
+        return []
+    calls: List[cst.Call] = []
+    aliases: Dict[str, int] = {}  # a name bound to partial(fn, a, b) -> how many positionals it fixed
+
+    def callee(node: cst.BaseExpression) -> Optional[str]:
+        if isinstance(node, cst.Name):
+            return node.value
+        return node.attr.value if isinstance(node, cst.Attribute) else None
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> None:
+            v = n.value
+            if (isinstance(v, cst.Call) and callee(v.func) == "partial" and v.args
+                    and callee(v.args[0].value) == fn and len(n.targets) == 1
+                    and isinstance(n.targets[0].target, cst.Name)):
+                aliases[n.targets[0].target.value] = sum(1 for a in v.args[1:] if a.keyword is None)
+
+        def visit_Call(self, n: cst.Call) -> None:
+            calls.append(n)
+    module.visit(_V())
+    out: List[str] = []
+    for c in calls:
+        name = callee(c.func)
+        if name == fn and name not in aliases:
+            shift = 0
+        elif name in aliases:
+            shift = aliases[name]
+        else:
+            continue
+        got = arg_by(c, pos.index(param) - shift, param)
+        if got is None:
+            return []
+        out.append(norm_code(got.value))
+    return out

@@ -341,7 +341,10 @@ only when that mapping is provably the same: `num_losses` and every `loss_id` ar
 every optimizer belongs to one loss_id, the optimizers of one loss step together, and no apex state
 dict (one entry per scaler) or cross-module scaler is involved. Otherwise the module's amp code is left
 as it is: give each loss its own `torch.amp.GradScaler`, scale its loss with it, step its optimizers
-with it and call its `update()` after them.""",
+with it and call its `update()` after them. Where one optimizer takes the gradients of several loss
+ids (a loop or a dict lookup picking the id for one optimizer), apex unscaled each loss's gradients with
+its own scale before they summed, which one GradScaler per loss cannot do: if per-loss scaling is not
+needed, drop `num_losses` and `loss_id` and use one GradScaler.""",
     before="""
 import torch
 from apex import amp
