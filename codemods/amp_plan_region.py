@@ -5,7 +5,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from . import amp_regions
+from . import amp_region_extend, amp_regions, region_scaler_update
 from . import amp_rules as R
 from .code_layout import indent_continuations
 from .signatures import param_names
@@ -58,26 +58,38 @@ class RegionPlanning(AmpPlanState):
         while inner is not None:
             block, body, end = inner[0], inner[0].body, inner[1]
             inner = amp_regions.try_body_source(self, body[end], wanted)
-        # backward slice within the block, not crossing backward/step code
-        needed = set(names_read(body[end])) | assigned_names(body[end])
-        model_start = None
-        stop, traced = -1, []
-        for j in range(end, -1, -1):
-            s = body[j]
-            if j != end and self._forbidden(s):
-                stop = j
+        # backward slice within the block, not crossing backward/step code; an early exit may stay inside
+        # when it skips no half-done scaler work (codemods/amp_region_extend.py)
+        blocked_exit: Optional[cst.CSTNode] = None
+        for exits in (True, False):
+            needed = set(names_read(body[end])) | assigned_names(body[end])
+            model_start = None
+            stop, traced = -1, []
+            for j in range(end, -1, -1):
+                s = body[j]
+                if j != end and self._stops_region(s, exits):
+                    stop = j
+                    break
+                if j != end and not (assigned_names(s) & needed):
+                    continue
+                if j != end:
+                    needed |= names_read(s)
+                traced.append(s)
+                if self._calls_model(s, func):
+                    model_start = j
+            rng = body[(end if model_start is None else model_start):end + 1]
+            leaving = amp_region_extend.region_exits(self, rng, _inner_loop_exits) if exits else []
+            if not leaving or amp_region_extend.exits_leave_clean_state(self, rng, leaving):
                 break
-            if j != end and not (assigned_names(s) & needed):
-                continue
-            if j != end:
-                needed |= names_read(s)
-            traced.append(s)
-            if self._calls_model(s, func):
-                model_start = j
+            blocked_exit = leaving[0]
         if model_start is None:
             elsewhere = amp_regions.forward_elsewhere(self, body, stop, traced, needed, func)
             if elsewhere is not None:
-                self.report(elsewhere[0], R.REGION_OUTSIDE_FORWARD, f"{elsewhere[1]}; put the forward and the "
+                why = "" if blocked_exit is None else (
+                    f" (the early exit at line {self.ctx.line_of(blocked_exit)} stays outside: a backward or step "
+                    "runs before it in the same pass, and inside the region it would skip that step's "
+                    "`scaler.update()`)")
+                self.report(elsewhere[0], R.REGION_OUTSIDE_FORWARD, f"{elsewhere[1]}{why}; put the forward and the "
                                                                     "loss in one block (or add the autocast region "
                                                                     "by hand)")
                 self._unsafe = "no autocast region can cover the forward pass the loss comes from"
@@ -86,7 +98,7 @@ class RegionPlanning(AmpPlanState):
         rng = body[start:end + 1]
         if not self.ctx.enabled(R.AUTOCAST.code) or any(self.ctx.suppressed(s, R.AUTOCAST.code) for s in rng):
             return
-        if any(self._forbidden(s) for s in rng):
+        if any(self._stops_region(s, exits) for s in rng):
             self.report(anchor, R.NO_REGION, "the loss statement itself holds backward/step code: wrap the forward "
                                              "pass and loss in `torch.autocast(...)` by hand")
             self._unsafe = "no autocast region can cover the forward pass the loss comes from"
@@ -104,9 +116,8 @@ class RegionPlanning(AmpPlanState):
                                              "to the loss (or add `torch.autocast` around it by hand)")
             self._no_region = "no autocast region can be placed at the forward pass the loss comes from"
             return
-        for (b, f, l) in self._regions:
-            if b is block and not (end < f or start > l):
-                return  # overlapping region already planned
+        if amp_region_extend.join_planned(self, block, start, end, traced, anchor) is not None:
+            return  # one region with the loss planned already (grown over this one), or refused
         enabled = self.enabled_for(func)
         switched = self.ctx.facts.extra.get(BF16_SWITCHED, [])
         if enabled is None and not self.has_init and not self.use_scaler and switched:
@@ -267,13 +278,19 @@ class RegionPlanning(AmpPlanState):
                 return True
         return False
 
-    def _forbidden(self, stmt: cst.CSTNode) -> bool:
+    def _stops_region(self, stmt: cst.CSTNode, exits: bool = True) -> bool:
+        """Whether `stmt` must stay outside the autocast region planned: `_forbidden` code (an early exit
+        only with `exits` false), or a call of a backward helper (codemods/amp_region_extend.py)."""
+        return self._forbidden(stmt, exits) or amp_region_extend.runs_backward(self, stmt)
+
+    def _forbidden(self, stmt: cst.CSTNode, exits: bool = False) -> bool:
         """Whether `stmt` holds code that must stay outside an autocast region (backward, step,
-        control flow that leaves the block, nested definitions)."""
+        control flow that leaves the block unless `exits` lets it stay, nested definitions)."""
         inner = _inner_loop_exits(stmt)
-        return any((type(n) in _REGION_STOPPERS and id(n) not in inner) or (
+        allowed = amp_region_extend.EXITS if exits else ()
+        return any((type(n) in _REGION_STOPPERS and id(n) not in inner and type(n) not in allowed) or (
             type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in FORBIDDEN_IN_REGION and
-            not _bookkeeping_update(n))
+            (n.func.attr.value != "update" or region_scaler_update.is_scaler_update(self, n)))
             for n in iter_nodes(stmt))
 
     def _inside_autocast(self, stmt: cst.CSTNode) -> bool:
@@ -297,18 +314,6 @@ def _unwrapped(f: cst.BaseExpression) -> Optional[str]:
     while isinstance(f, cst.Attribute) and f.attr.value == "module":
         f = f.value
     return norm_code(f)
-
-
-def _bookkeeping_update(call: cst.Call) -> bool:
-    """`meter.update(loss.item(), n)`, `stats.update({...})`, `pbar.update(1)`: an `update` that is
-    no loss scaler's (`scaler.update()` takes no argument but an optional `new_scale`), so it may sit
-    inside an autocast region like any other statement that neither runs backward nor steps."""
-    f = call.func
-    if not (isinstance(f, cst.Attribute) and f.attr.value == "update") or not call.args:
-        return False
-    if any(a.keyword is not None and a.keyword.value == "new_scale" for a in call.args):
-        return False
-    return "scal" not in norm_code(f.value).lower()
 
 
 def _inner_loop_exits(stmt: cst.CSTNode) -> Set[int]:

@@ -22,6 +22,7 @@ import libcst as cst
 
 from .base import WARNING, Codemod, FileContext, rule
 from .index import ModuleIndex
+from .launch_copy import launcher_copy_plan
 from .launch_messages import is_prose
 
 IN_CODE = rule(
@@ -93,10 +94,10 @@ class LaunchCommandInCode(Codemod):
         if _is_launcher_copy(module, index, docstrings):
             doc = module.body[0].body[0].value  # type: ignore[attr-defined]
             k = next(i for i, t in enumerate(doc.value.split("\n")) if "torch.distributed.launch" in t)
-            ctx.report(doc, "A2A411", "this module is a copy of torch's launcher (torch.distributed.launch), "
-                       "which torchrun replaces: launch the training script with `torchrun --nproc_per_node=N "
-                       "SCRIPT.py ...` (it sets LOCAL_RANK, RANK and WORLD_SIZE and passes no --local_rank) and "
-                       "drop this copy", at=(ctx.line_of(doc) + k, 1) if k else None)
+            plan, why = launcher_copy_plan(module.code)
+            if plan is not None:
+                ctx.launch_notes.append({"path": ctx.path, "launcher_copy": plan})
+            ctx.report(doc, "A2A411", _copy_message(plan, why), at=(ctx.line_of(doc) + k, 1) if k else None)
         return module
 
     def _command_string(self, node: cst.BaseExpression, ctx: FileContext) -> None:
@@ -124,6 +125,24 @@ class LaunchCommandInCode(Codemod):
                            "list: use \"-m\", \"torch.distributed.run\" (torchrun)" + drop +
                            "; the script then reads LOCAL_RANK instead of --local_rank")
                 return
+
+
+def _copy_message(plan, why: str) -> str:
+    """A2A411 for a module that is a copy of torch's launcher: what replaces it, and what to do with it."""
+    head = "this module is a copy of torch's launcher (torch.distributed.launch), which torchrun replaces"
+    if plan is None:
+        return (f"{head}, but not line for line: {why}. Launch the training script with `torchrun "
+                "--nproc_per_node=N SCRIPT.py ...` (it sets LOCAL_RANK, RANK and WORLD_SIZE and passes no "
+                "--local_rank) once the script and the callers no longer need what this copy does, then drop it")
+    extra = " ".join(plan["append"])
+    tail = f" with `{extra}` appended at the end (this copy appended it to the script's arguments)" if extra else ""
+    unbuf = "; it ran the workers with `python -u`: set PYTHONUNBUFFERED=1 where the logs' order matters" \
+        if plan["unbuffered"] else ""
+    return (f"{head} line for line (the same options and defaults, MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK/"
+            f"LOCAL_RANK as torchrun sets them, no --local_rank): the run rewrote the shell lines that run it "
+            f"(`python THIS_FILE.py ...`) to `torchrun ...`{tail} (A2A421){unbuf}. Nothing of it is needed then: "
+            "delete this file once no other caller (a README line, a job outside the repository) runs it; "
+            "apex2amp does not delete files")
 
 
 def _text(node: cst.BaseExpression) -> Optional[str]:

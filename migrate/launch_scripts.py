@@ -143,14 +143,17 @@ def rewrite_launch_file(src, d, config, facts):
     from .results import FileResult
     from .source_rewrite import selection_for
     from .launch_torchrun import FACT, rewrite_plain_launches
+    from .launch_scripts_copy import rewrite_copy_launches
     select = selection_for(d.path, d.root, config)
     moved = facts.extra.get(FACT) or {}  # scripts of the run whose mp.spawn moved to torchrun
     bases = [os.path.dirname(os.path.abspath(d.path)), d.root]
     if d.kind == discovery.MARKDOWN:
         _, plain = rewrite_plain_launches(src.text, bases, moved, select, rewrite=False)
-        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select) + plain)
+        _, copies = rewrite_copy_launches(src.text, bases, moved, select, rewrite=False)
+        return FileResult(d.path, d.kind, src.text, src.text, report_doc_text(src.text, select) + plain + copies)
     if d.kind == discovery.CONFIG:
         return FileResult(d.path, d.kind, src.text, src.text, report_config_text(src.text, select))
     new, findings = rewrite_launch_text(src.text, select)
     new, plain = rewrite_plain_launches(new, bases, moved, select)
-    return FileResult(d.path, d.kind, src.text, new, sorted(findings + plain, key=lambda f: (f.line, f.col)))
+    new, copies = rewrite_copy_launches(new, bases, moved, select)
+    return FileResult(d.path, d.kind, src.text, new, sorted(findings + plain + copies, key=lambda f: (f.line, f.col)))

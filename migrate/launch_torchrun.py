@@ -21,7 +21,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from codemods.base import FIX, INFO, Finding
 from codemods.suppression import Suppressions
 
-# RepoFacts.extra key: {absolute script path: {"nproc": str, "flags": [str]}} (rule A2A420: codemods/launch.py)
+# RepoFacts.extra key: {absolute script path: {"nproc": str, "flags": [str]}} (rule A2A420: codemods/launch.py),
+# and {absolute path of a copy of torch's launcher: {"launcher_copy": plan}} (A2A421: codemods/launch_copy.py)
 FACT = "torchrun_scripts"
 
 _INTERP = (r"(?P<interp>(?<![\w/$.-])python(?:3(?:\.\d+)?)?"
@@ -35,6 +36,11 @@ def scripts_moved_to_torchrun(results: Iterable[object]) -> Dict[str, Dict[str, 
     out: Dict[str, Dict[str, object]] = {}
     for fr in results:
         for note in getattr(fr, "launch_notes", None) or []:
+            if isinstance(note, dict) and isinstance(note.get("launcher_copy"), dict):
+                path = str(note.get("path") or getattr(fr, "path", ""))
+                if path:  # a copy of torch's launcher that torchrun replaces (migrate/launch_scripts_copy.py)
+                    out[os.path.abspath(path)] = {"launcher_copy": note["launcher_copy"]}
+                continue
             if not isinstance(note, dict) or not str(note.get("command", "")).startswith("torchrun "):
                 continue
             path = str(note.get("path") or getattr(fr, "path", ""))
@@ -87,7 +93,7 @@ def rewrite_plain_launches(text: str, bases: Sequence[str], scripts: Dict[str, D
         new = body
         for m in reversed(list(_RUN.finditer(body))):
             info = _resolve(m.group("script"), bases, scripts)
-            if info is None or sup.covers(i, "A2A420"):
+            if info is None or "launcher_copy" in info or sup.covers(i, "A2A420"):
                 continue
             command = _command(bodies, i - 1)
             if any(not re.search(r"(?<![\w-])" + re.escape(str(f)) + r"(?![\w-])", command) for f in info["flags"]):

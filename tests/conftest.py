@@ -21,3 +21,43 @@ _tmp_root = tempfile.mkdtemp(prefix="apex2amp-test-tmp-")
 atexit.register(shutil.rmtree, _tmp_root, ignore_errors=True)
 os.environ["TMPDIR"] = _tmp_root
 tempfile.tempdir = _tmp_root
+
+# Speed only (docs/performance.md, "Suite time"); no test's outcome depends on either setting.
+# Each `python -m apex2amp` / fixture-script subprocess would otherwise compile the package again when
+# the environment says not to write bytecode: let the first run write __pycache__ (ignored by git) and
+# the later ones read it, as in a default Python setup.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+# In-process torch and the subprocesses that do not set it themselves run single-threaded: the suite
+# runs as 2 xdist workers on 2 cores, where intra-op threads only oversubscribe the cores (verify's
+# runs and torchrun's workers already use OMP_NUM_THREADS=1).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Long modules first: xdist's `load` scheduling hands out tests in collection order, so a long module
+# collected last keeps one worker busy after the other ran out of tests. Modules listed in
+# tests/slow_modules.txt (summed seconds per module from a `--durations=0` run, made by
+# benchmarks/slow_modules.py) run first, longest first; the order inside a module is kept, and the same
+# static order on every worker keeps xdist's collections equal.
+_SLOW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_modules.txt")
+
+
+def _module_weights():
+    weights = {}
+    if os.path.exists(_SLOW):
+        with open(_SLOW, encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and not line.startswith("#"):
+                    weights[parts[1]] = float(parts[0])
+    return weights
+
+
+def pytest_collection_modifyitems(config, items):
+    weights = _module_weights()
+    if not weights:
+        return
+    first = {}
+    for i, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::")[0], i)
+    items.sort(key=lambda item: (-weights.get(item.nodeid.split("::")[0], 0.0),
+                                 first[item.nodeid.split("::")[0]]))

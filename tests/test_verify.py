@@ -52,13 +52,10 @@ def test_broken_migration_fails_at_the_right_step(accum_original, bug, first_ste
     verdict = compare(accum_original, side.records, steps=STEPS)
     assert not verdict["passed"]
     assert verdict["first_divergent_step"] == first_step, verdict["reasons"]
-
-
-def test_broken_migration_crash_message_is_kept(accum_original):
-    side = run_side(fx("single_accum", "broken", "no_update"), "train.py", ["--fp16"], steps=STEPS)
-    message = side.error() or side.output
-    assert "RuntimeError" in message and "step()" in message  # GradScaler refuses the second step/unscale_
-    assert len(side.records[0]) == 1
+    if bug == "no_update":  # the crash message is kept (was its own test, on the same run)
+        message = side.error() or side.output
+        assert "RuntimeError" in message and "step()" in message  # GradScaler refuses the second step/unscale_
+        assert len(side.records[0]) == 1
 
 
 def test_backward_inside_autocast_is_caught_statically():
