@@ -11,7 +11,7 @@ statement in between rebinds a name the clip reads or reads a gradient.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Set, Tuple
+from typing import Callable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -149,3 +149,59 @@ def boundary_of(clip_stmt: cst.CSTNode, moved: cst.CSTNode, step_stmt: cst.CSTNo
             return None
     return boundary
 
+
+
+def _dead_names(func: cst.CSTNode, names: Set[str], parent: Parent) -> bool:
+    """Whether every occurrence of `names` in `func` is the target of `name += ...` or `name = ...`: the
+    function never reads them (accumulators kept for nothing, such as a sum of clip norms)."""
+    for n in iter_nodes(func):
+        if isinstance(n, cst.Name) and n.value in names:
+            p = parent(n)
+            if not (isinstance(p, cst.AugAssign) and p.target is n or isinstance(p, cst.AssignTarget) and p.target is n):
+                return False
+    return True
+
+
+def _aug(stmt: cst.CSTNode) -> Optional[cst.AugAssign]:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and \
+            isinstance(stmt.body[0], cst.AugAssign) and isinstance(stmt.body[0].operator, cst.AddAssign) and \
+            isinstance(stmt.body[0].target, cst.Name):
+        return stmt.body[0]
+    return None
+
+
+def summed_pair(clip_stmt: cst.CSTNode, func: cst.CSTNode, parent: Parent
+                ) -> Optional[Tuple[cst.If, List[cst.BaseStatement], cst.Call, List[str]]]:
+    """`if fp16: <backward>; clip(amp.master_params(o), n) else: <backward>; total += clip(params, n)
+    [; count += 1]` where the function reads neither `total` nor `count`: (the `if`, the else branch's tail
+    from its clip on, that clip's call, the accumulator names). The fp32 branch's sum of norms is dead, so
+    the clips may move to the boundary as in `branch_pair`, the tail with them."""
+    body = parent(clip_stmt)
+    owner = parent(body) if isinstance(body, cst.IndentedBlock) else None
+    if not (_lone_call(clip_stmt) and isinstance(owner, cst.If) and owner.body is body and
+            body.body[-1] is clip_stmt and len(body.body) > 1):
+        return None
+    other = owner.orelse
+    if not (isinstance(other, cst.Else) and isinstance(other.body, cst.IndentedBlock)):
+        return None
+    stmts = list(other.body.body)
+    k = next((i for i in range(len(stmts) - 1, -1, -1)
+              if _aug(stmts[i]) is not None and isinstance(_aug(stmts[i]).value, cst.Call)), None)  # type: ignore
+    if k is None or k < 1:
+        return None
+    names = [_aug(stmts[k]).target.value]  # type: ignore[union-attr]
+    for s in stmts[k + 1:]:
+        a = _aug(s)
+        if a is None or not (isinstance(a.value, cst.Integer) and a.value.value == "1"):
+            return None
+        names.append(a.target.value)  # type: ignore[attr-defined]
+    if len(set(names)) != len(names) or not _dead_names(func, set(names), parent):
+        return None
+    return owner, stmts[k:], _aug(stmts[k]).value, names  # type: ignore[union-attr,return-value]
+
+
+def sums_message(opt: str, names: List[str]) -> str:
+    """The unsafe fix's finding when the fp32 branch summed its clip norms into accumulators read nowhere."""
+    spelled = " and ".join(f"`{n}`" for n in names)
+    return (change_message(opt, True) + f"; {spelled} (the fp32 branch's sum of its clip norms, read nowhere in "
+            "this function) move with the clip: they now count once per step, and in every mode")

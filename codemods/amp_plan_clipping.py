@@ -188,7 +188,16 @@ class ClipPlanning(AmpPlanState):
         moved = replacement if replacement is not None else stmt
         removed = [target_stmt]
         pair = accum_clip.branch_pair(stmt, self.parent) if mp_opt is not None and replacement is None else None
-        if pair is not None and _differs_only_in(pair[1], pair[2], params.value):
+        sums = accum_clip.summed_pair(stmt, func, self.parent) \
+            if mp_opt is not None and replacement is None and pair is None and func is not None else None
+        message = accum_clip.change_message(opt, True)
+        tail: List[cst.CSTNode] = []
+        if sums is not None and _differs_only_in(clip, sums[2], params.value):
+            # the fp32 clip's norm summed into accumulators read nowhere: they move with it
+            target_stmt, removed, tail = sums[0], [stmt] + list(sums[1]), list(sums[1])
+            moved = cst.SimpleStatementLine(body=[cst.Expr(sums[2])])
+            message = accum_clip.sums_message(opt, sums[3])
+        elif pair is not None and _differs_only_in(pair[1], pair[2], params.value):
             # `if fp16: <backward>; clip(amp.master_params(o)) else: <backward>; clip(model.parameters())`,
             # each clip alone or under the same guard (`if max_norm > 0:`): both go, the plain one runs at
             # the boundary
@@ -205,7 +214,9 @@ class ClipPlanning(AmpPlanState):
             target_stmt, removed = unit, [unit]
         if accum_clip.boundary_of(target_stmt, moved, step[1], self.parent, self.block_of) is None:
             return False
-        if not unsafe_fixes.offer(self.ctx, clip, code, accum_clip.change_message(opt, len(removed) > 1)):
+        if not tail:
+            message = accum_clip.change_message(opt, len(removed) > 1)
+        if not unsafe_fixes.offer(self.ctx, clip, code, message):
             self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
             collapsed.extend(removed)  # the other branch's clip is part of this fix: no finding of its own
             return True
@@ -214,8 +225,8 @@ class ClipPlanning(AmpPlanState):
         sc = self.scaler_of_opt(opt) or self.scaler_expr()
         for r in removed:
             self.plan.remove(r)
-        self.plan.insert_before(step[1], [parse_stmt(f"{sc}.unscale_({opt})"),
-                                          moved.with_changes(leading_lines=[])])  # type: ignore[union-attr]
+        self.plan.insert_before(step[1], [parse_stmt(f"{sc}.unscale_({opt})")] + [
+            s.with_changes(leading_lines=[]) for s in (tail or [moved])])  # type: ignore[union-attr]
         self.user_funcs.add(func)
         return True
 

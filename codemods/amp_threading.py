@@ -168,6 +168,30 @@ def _instance_var(a, call: cst.Call, classes: Set[str]) -> bool:
     return found
 
 
+def cannot_bind(call: cst.Call, f: cst.FunctionDef) -> bool:
+    """Whether the arguments of `call` (`v.m(...)`, no `*`/`**`) cannot bind to method `f` (a plain method:
+    `self` first, no decorator): too few or too many positionals, or an unknown keyword. Such a call never
+    reaches `f` without a TypeError, before the migration as after: it calls another object's `m` (the
+    model's `train()` beside the trainer's `def train(self, data)`)."""
+    if f.decorators or any(arg.star for arg in call.args):
+        return False
+    p = f.params
+    plain = list(p.posonly_params) + list(p.params)
+    if not plain or plain[0].name.value != "self":
+        return False
+    plain = plain[1:]
+    positional = [arg for arg in call.args if arg.keyword is None]
+    keywords = [arg.keyword.value for arg in call.args if arg.keyword is not None]
+    named = {q.name.value for q in list(p.params) + list(p.kwonly_params)}
+    if not isinstance(p.star_arg, cst.Param) and len(positional) > len(plain):
+        return True
+    if p.star_kwarg is None and any(k not in named for k in keywords):
+        return True
+    filled = {q.name.value for q in plain[:len(positional)]} | set(keywords)
+    required = [q.name.value for q in plain + list(p.kwonly_params) if q.default is None]
+    return any(r not in filled for r in required)
+
+
 def method_call_sites(a, f: cst.FunctionDef) -> Tuple[List[cst.Call], Optional[Refusal]]:
     """The calls of method `f` that can pass the scaler (`self.f(...)` in its class's family, `v.f(...)`
     where `v = C(...)` in the same function), or a refusal: another reference of `.f` in the run (on any
@@ -196,6 +220,8 @@ def method_call_sites(a, f: cst.FunctionDef) -> Tuple[List[cst.Call], Optional[R
             sites.append(call)
         elif _instance_var(a, call, classes):
             sites.append(call)
+        elif cannot_bind(call, f):
+            continue  # `self.model.train()` for `def train(self, data)`: not a call of this method
         else:
             return [], (call, f"`{spelled}(...)` may call method `{cls.name.value}.{name}` on an object this "
                               "module cannot prove, so not every caller can pass the scaler: keep the scaler on "

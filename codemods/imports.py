@@ -29,7 +29,7 @@ from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
 from .flag_reads import foldable_flag_reads
 from .fold_flags import FoldStatements, flag_constant
 from .guards import apex_flag_tries, apex_locals, imports_from_apex
-from .import_fallbacks import alias_lines, alias_targets, drop_fallback_uses
+from .import_fallbacks import _catches_import_error, _is_fallback_stmt, alias_lines, alias_targets, drop_fallback_uses
 from .index import ModuleIndex
 from .mode_rules import APEX_FLAG_LEFTOVER
 from .names import ImportTable, dotted_name, import_bound_names
@@ -149,8 +149,11 @@ class RemoveApexImports(Codemod):
             done: Set[int] = set()
             for name in sorted(removable):
                 for stmt in table.statements.get(name, []):
-                    if id(stmt) in done or _empties_its_try(stmt, index, removable):
+                    if id(stmt) in done or (_empties_its_try(stmt, index, removable)
+                                            and not _fallback_only_try(stmt, index, removable)):
                         continue
+                    if not imports_from_apex(stmt) and _fallback_only_try(stmt, index, removable):
+                        continue  # the fallback in a handler: goes with its emptied `try`
                     done.add(id(stmt))
                     bound = import_bound_names(stmt)
                     if not bound <= removable:
@@ -277,6 +280,34 @@ def _empties_its_try(stmt: cst.CSTNode, index: ModuleIndex, removable: Set[str])
         smalls = s.body if isinstance(s, cst.SimpleStatementLine) else [s]
         for small in smalls:
             if not isinstance(small, (cst.Import, cst.ImportFrom)) or not import_bound_names(small) <= removable:
+                return False
+    return True
+
+
+def _fallback_only_try(stmt: cst.CSTNode, index: ModuleIndex, removable: Set[str]) -> bool:
+    """Whether the `try` around the import `stmt` only imports unused apex names, and its handlers (ImportError)
+    only bind those same names elsewhere (`from .local import Norm as FusedLayerNorm`, a fallback class):
+    the whole `try` is then dead, and goes with its handlers even while other apex code stays."""
+    t = next((a for a in index.ancestors(stmt) if isinstance(a, cst.Try)), None)
+    if t is None or t.orelse is not None or t.finalbody is not None or not t.handlers:
+        return False
+    bound: Set[str] = set()
+    for s in t.body.body if isinstance(t.body, cst.IndentedBlock) else []:
+        for small in s.body if isinstance(s, cst.SimpleStatementLine) else [s]:
+            if not isinstance(small, (cst.Import, cst.ImportFrom)) or not imports_from_apex(small):
+                return False
+            bound |= import_bound_names(small)
+    if not bound or not bound <= removable:
+        return False
+    for h in t.handlers:
+        if not _catches_import_error(h) or not isinstance(h.body, cst.IndentedBlock) or h.name is not None:
+            return False
+        for s in h.body.body:
+            smalls = s.body if isinstance(s, cst.SimpleStatementLine) else []
+            if smalls and all(isinstance(x, (cst.Import, cst.ImportFrom)) and not isinstance(
+                    getattr(x, "names", None), cst.ImportStar) and import_bound_names(x) <= bound for x in smalls):
+                continue
+            if not _is_fallback_stmt(s, bound):
                 return False
     return True
 
