@@ -57,10 +57,14 @@ def report(results: List[FileResult], config: RunConfig) -> None:
     trees: Dict[int, Optional[ast.AST]] = {}
     texts: Dict[int, Optional[str]] = {}
     for fr in python:
-        name, is_pkg = discovery.module_name_for(fr.path)
+        name, _ = discovery.module_name_for(fr.path)
         key = (module_root(fr.path, name), name)
         by_key.setdefault(key, fr)
         key_of[id(fr)] = key
+        real = os.path.realpath(fr.path)  # a package reached through a symlink (`src -> xlm`) is imported by both names
+        if real != os.path.abspath(fr.path):
+            rname, _ = discovery.module_name_for(real)
+            by_key.setdefault((module_root(real, rname), rname), fr)
     edges: Dict[int, Set[int]] = {}
     for fr in python:
         text = texts[id(fr)] = _text(fr)
