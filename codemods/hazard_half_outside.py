@@ -27,7 +27,9 @@ Half but found Float") or runs in another precision. Reported in the files of a 
 import graph of every script that reaches a file migrated from apex amp) that use no autocast
 themselves: wrap the forward that uses the cast in `torch.autocast("cuda", dtype=torch.float16,
 enabled=...)` with the same enabled= as training, or drop the cast. Casts plainly on purpose are not
-reported (a round trip `x.half().float()`, one side of `x.half() if fp16 else x.float()`).""",
+reported (a round trip `x.half().float()`, one side of `x.half() if fp16 else x.float()`), nor
+casts in a class that defines `forward` (an nn.Module runs where its caller runs, the training region
+included) or stored into a buffer slot (`scores[i] = out.half()`).""",
      before="""
 # file: train.py
 import torch
@@ -138,14 +140,35 @@ def _in_autocast(node: ast.AST, parents: dict) -> bool:
     return False
 
 
+def _in_module_class(node: ast.AST, parents: dict) -> bool:
+    """Inside a class that defines `forward` (an nn.Module): its code runs wherever its caller runs,
+    inside the migrated autocast region during training, so a cast there is not known to lie outside."""
+    cur = parents.get(id(node))
+    while cur is not None:
+        if isinstance(cur, ast.ClassDef) and any(
+                isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == "forward" for b in cur.body):
+            return True
+        cur = parents.get(id(cur))
+    return False
+
+
+def _stored(node: ast.AST, parents: dict) -> bool:
+    """The cast value is stored into a slot of a buffer (`scores[i] = out.half()`): it feeds no layer."""
+    parent = parents.get(id(node))
+    return isinstance(parent, ast.Assign) and parent.value is node \
+        and all(isinstance(t, ast.Subscript) for t in parent.targets)
+
+
 def fp16_casts(tree: ast.AST) -> List[Tuple[int, int, str]]:
-    """(line, 1-based column, cast) of each fp16 cast in `tree` not on purpose and not under autocast."""
+    """(line, 1-based column, cast) of each fp16 cast in `tree` not on purpose, not under autocast, not
+    in an nn.Module (a class with `forward`) and not stored into a buffer slot."""
     parents = _parents(tree)
     out: List[Tuple[int, int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             what = _half_cast(node)
-            if what and not _deliberate(node, parents) and not _in_autocast(node, parents):
+            if what and not _deliberate(node, parents) and not _in_autocast(node, parents) \
+                    and not _in_module_class(node, parents) and not _stored(node, parents):
                 out.append((node.lineno, node.col_offset + 1, what))
     return sorted(out)
 
