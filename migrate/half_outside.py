@@ -105,7 +105,7 @@ def report(results: List[FileResult], config: RunConfig) -> None:
         select = selection_for(fr.path, os.getcwd(), config)
         if not select(CODE):
             continue
-        where = _migrated_names(fr, migrated)
+        where = _migrated_names(fr, [m for m in migrated if key_of[id(m)][0] == key_of[i][0]] or migrated)
         sup = Suppressions(text)
         known = {(f.code, f.line, f.col) for f in fr.findings}
         for line, col, what in casts:
