@@ -18,6 +18,7 @@ import libcst as cst
 from .base import Codemod, FileContext
 from .hazard_autocast import AutocastChecks
 from .hazard_constants import ConstantChecks
+from .hazard_half_outside import CODE as _OUTSIDE  # noqa: F401  (registers A2A607, run by migrate/half_outside.py)
 from .hazard_scaled_loss import ScaledLossChecks
 from .hazard_text import FileText
 from .index import ModuleIndex

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from codemods.base import Finding, Options, RepoFacts  # noqa: F401 - re-exported
 from codemods.suppression import physical_lines  # noqa: F401 - re-exported
 
-from . import apex_shadow, checkpoint_facts, cross_module, discovery, prefilter, progress, vendored_users
+from . import apex_shadow, checkpoint_facts, cross_module, discovery, half_outside, prefilter, progress, vendored_users
 from .cache_keys import cache_key, cacheable, facts_digest, open_cache
 from .fileio import SourceError, decode_error, read_bytes
 from .facts_index import FactsIndex
@@ -226,6 +226,7 @@ def _run(paths: Sequence[str], config: RunConfig,
             if on_result:
                 on_result(fr)
         vendored_users.annotate(result.files)  # who still imports a copy of apex's scaler classes
+        half_outside.report(result.files, config)  # fp16 casts the migrated autocast regions no longer cover
     _FACTS.clear()  # an in-process pass 2 kept them
     if cache:
         cache.save()
