@@ -13,6 +13,7 @@ codemods/fold_flags.py, and the install checks and guards codemods/apex_install_
 """
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Set
 
 import libcst as cst
@@ -102,7 +103,7 @@ class RemoveApexImports(Codemod):
         # flags and `amp is None` checks inside other expressions fold to constants
         typed = forward_references(ModuleIndex.of(module), locals_)
         key = facts_key(ctx.path, ctx.module_name) if ctx.module_name else ""
-        imported_elsewhere = ctx.facts.reexports.get(key, {}) if key else {}
+        imported_elsewhere = _near(ctx.facts.reexports.get(key, {}) if key else {}, ctx.path)
         removable = {name for name in locals_ if not uses.get(name) and name not in probes and name not in typed
                      and name not in imported_elsewhere}
         kept = locals_ - removable - _alias_fallbacks(fallback_tries, imported_elsewhere, table, ctx, plan, module)
@@ -218,6 +219,13 @@ class RemoveApexImports(Codemod):
                     what = ", ".join(used) if used else "names"
                     ctx.report(node, R.STAR_IMPORT.code, f"`from {mod} import *` still provides {what}: migrate "
                                                          "them, then remove the import")
+
+
+def _near(importers: Dict[str, str], path: str) -> Dict[str, str]:
+    """`importers` (name -> the file importing it) with each file named from this file's folder, as
+    the other cross-module findings name them (never the machine's absolute path)."""
+    here = os.path.dirname(os.path.abspath(path))
+    return {n: os.path.relpath(p, here).replace(os.sep, "/") for n, p in importers.items()}
 
 
 def _alias_fallbacks(fallback_tries, imported_elsewhere, table: ImportTable, ctx: FileContext, plan: EditPlan,
