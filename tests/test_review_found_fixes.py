@@ -33,14 +33,19 @@ def test_clip_in_a_method_that_calls_the_step_helper_refuses_the_module(tmp_path
     assert any(f["code"] == "A2A117" for f in found)
 
 
-def test_early_exit_between_loss_and_backward_keeps_the_forward_out_of_a_partial_region(tmp_path):
+def test_early_exit_between_loss_and_backward_goes_inside_the_whole_region(tmp_path):
+    """The early `return` sits inside the region with the forward and the loss (no step or scaler
+    state comes before it in the iteration); never a region around `loss *= k` alone."""
     r, before, after, found = _rewrite("early_exit_between_loss_and_scale", tmp_path)
     assert r.returncode == 1
-    assert after == before  # not an autocast around `loss *= k` alone with the model in fp32
-    forward_line = _line_of(os.path.join(FOUND, "early_exit_between_loss_and_scale", "train.py"),
-                            "pred = model(images)")
-    assert any(f["code"] == "A2A142" and int(f["line"]) == forward_line for f in found)
-    assert not any(f["code"] in ("A2A104", "A2A116") for f in found)
+    text = (tmp_path / "early_exit_between_loss_and_scale" / "train.py").read_text()
+    region = text[text.index("with torch.autocast("):text.index("scaler.scale(loss).backward()")]
+    for stmt in ("pred = model(images)", "loss = torch.nn.functional.cross_entropy(pred, targets)",
+                 "return", "loss *= batch_size / 64"):
+        assert stmt in region
+    assert text.count("with torch.autocast(") == 1
+    assert "scaler.step(optimizer)" in text and "scaler.update()" in text
+    assert any(f["code"] == "A2A104" for f in found) and not any(f["code"] in ("A2A116", "A2A142") for f in found)
 
 
 def test_float_function_decorator_as_the_only_apex_use_migrates_to_the_added_helper(tmp_path):

@@ -93,3 +93,32 @@ def test_plot_marks_nonfinite_and_skipped_steps(tmp_path):
     verdict = {"rows": rows, "passed": False, "first_divergent_step": 2}
     assert report.plot(verdict, str(tmp_path / "p.png")) is None
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+_BRANCHED_CLIP = '''import torch
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+fp16 = True
+scaler = torch.amp.GradScaler("cpu", enabled=fp16)
+for step in range(3):
+    loss = model(torch.randn(3, 4)).sum()
+    scaler.scale(loss).backward()
+    if fp16:
+        {unscale}torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    else:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+'''
+
+
+@pytest.mark.parametrize("unscale,reported", [("scaler.unscale_(optimizer)\n        ", False), ("", True)])
+def test_a_clip_in_the_branch_beside_the_one_that_unscales_is_the_fp32_mode(tmp_path, unscale, reported):
+    """`if fp16: scaler.unscale_(opt); clip else: clip` is the fp32 path of the same scaler (no cause);
+    without the unscale_ in the fp16 branch, that branch's clip is still named."""
+    script = tmp_path / "train.py"
+    script.write_text(_BRANCHED_CLIP.format(unscale=unscale))
+    causes = likely_causes(str(script))
+    assert bool(causes) is reported
+    if reported:
+        assert causes[0].startswith("train.py:10:") or ":10:" in causes[0]

@@ -172,7 +172,10 @@ def _scope_causes(path: str, events: list, scalers: set, optimizers: set) -> Lis
             last = before[-1]
             unscaled = any(e[0] == "unscale_" and e[1] in scalers and last[3] <= e[3] <= line
                            and not _exclusive(e[4], bpath) for e in events)
-            if not unscaled and any(e[3] >= line for e in steps):
+            # the other side of this `if` unscales: this side is the mode whose scaler is off (fp32)
+            other_side = any(e[0] == "unscale_" and e[1] in scalers and last[3] <= e[3] <= line
+                             and _exclusive(e[4], bpath) for e in events)
+            if not unscaled and not other_side and any(e[3] >= line for e in steps):
                 found.append("%s:%d: %s clips the still scaled gradients: call %s.unscale_(optimizer) before it "
                              "in the same step" % (path, line, name, last[1]))
         elif name == "step" and recv not in scalers and (recv in optimizers or "optim" in recv.lower()):
