@@ -26,8 +26,12 @@ tempfile.tempdir = _tmp_root
 # Each `python -m apex2amp` / fixture-script subprocess would otherwise compile the package again when
 # the environment says not to write bytecode: let the first run write __pycache__ (ignored by git) and
 # the later ones read it, as in a default Python setup.
+# Bytecode goes to one folder outside the tree (PYTHONPYCACHEPREFIX), so fixture folders that tests copy
+# and compare never gain a __pycache__.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "apex2amp-test-pycache"))
 sys.dont_write_bytecode = False
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 # In-process torch and the subprocesses that do not set it themselves run single-threaded: the suite
 # runs as 2 xdist workers on 2 cores, where intra-op threads only oversubscribe the cores (verify's
 # runs and torchrun's workers already use OMP_NUM_THREADS=1).
