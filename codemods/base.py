@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple, TypeVar
 
+import os
 import re
 
 import libcst as cst
@@ -38,6 +39,12 @@ def facts_index(kind: str, table: Any, build: Callable[[Tuple[Hashable, ...]], T
         found = _FACTS_INDEXES[(kind, keys)] = build(keys)
     _LAST_TABLE[kind] = (table, len(keys), found)
     return found
+
+
+def named_from(path: str, file: str) -> str:
+    """`path` as a finding in `file` names it: relative to `file`'s folder, with `/` (never the machine's
+    absolute path)."""
+    return os.path.relpath(path, os.path.dirname(os.path.abspath(file))).replace(os.sep, "/")
 
 
 class FileContext:

@@ -13,7 +13,6 @@ codemods/fold_flags.py, and the install checks and guards codemods/apex_install_
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Set
 
 import libcst as cst
@@ -24,7 +23,7 @@ from .apex_names import Resolver
 from .apex_install_checks import (apex_probes, install_checks, install_guard_candidates, module_keeping_apex,
                                   skip_gate, unwrap_install_guards)
 from .apex_uses import apex_uses, forward_references, guard_homes, kept_by_comment
-from .base import INFO, Codemod, FileContext, facts_key
+from .base import INFO, Codemod, FileContext, facts_key, named_from
 from .edits import EditPlan, apply_plan
 from .flag_leftovers import torch_import_beside_flag, unwrap_torch_only_tries
 from .flag_reads import foldable_flag_reads
@@ -222,10 +221,8 @@ class RemoveApexImports(Codemod):
 
 
 def _near(importers: Dict[str, str], path: str) -> Dict[str, str]:
-    """`importers` (name -> the file importing it) with each file named from this file's folder, as
-    the other cross-module findings name them (never the machine's absolute path)."""
-    here = os.path.dirname(os.path.abspath(path))
-    return {n: os.path.relpath(p, here).replace(os.sep, "/") for n, p in importers.items()}
+    """`importers` (name -> the file importing it), each file named from this file's folder."""
+    return {n: named_from(p, path) for n, p in importers.items()}
 
 
 def _alias_fallbacks(fallback_tries, imported_elsewhere, table: ImportTable, ctx: FileContext, plan: EditPlan,

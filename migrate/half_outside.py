@@ -20,6 +20,7 @@ import re
 from typing import Dict, List, Optional, Set, Tuple
 
 from codemods.hazard_half_outside import CODE, fp16_casts, imported_modules
+from codemods.base import named_from
 from codemods.records import Finding, WARNING, module_root
 from codemods.suppression import Suppressions
 
@@ -121,6 +122,5 @@ def report(results: List[FileResult], config: RunConfig) -> None:
 
 
 def _migrated_names(fr: FileResult, migrated: List[FileResult]) -> str:
-    here = os.path.dirname(os.path.abspath(fr.path))
-    names = sorted(os.path.relpath(m.path, here).replace(os.sep, "/") for m in migrated)
+    names = sorted(named_from(m.path, fr.path) for m in migrated)
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -16,7 +16,7 @@ import ast
 import os
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from codemods.base import RepoFacts
+from codemods.base import RepoFacts, named_from
 from codemods.records import module_root
 
 from . import discovery
@@ -69,7 +69,7 @@ def _held_in(exporters: "Exporters", j: int, present: Set[bytes], tree: ast.AST,
             text = rewritten(j)
             after = tree if text is None else (parse_or_none(text.encode("utf-8")) or ast.Module(body=[], type_ignores=[]))
         lines = _calls_in(after, module, names, param, resolver)
-        where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+        where = named_from(path_of(j), path_of(i))
         out.append((e, [f"{name} {where}:{line}" for name, line in lines]))
     return out
 

@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from codemods.base import RepoFacts
+from codemods.base import RepoFacts, named_from
 
 from .held_callers import Exporters, ImportResolver, parse_or_none
 from .local_instances import local_instance_attributes
@@ -129,7 +129,7 @@ def _value_refs_in(exporters: Exporters, j: int, present: Set[bytes], tree: ast.
         i, key, names, module, _ = exporters.entries[e]
         if i == j or not any(n.encode() in present for n in names):
             continue
-        where = os.path.relpath(path_of(j), os.path.dirname(os.path.abspath(path_of(i))))
+        where = named_from(path_of(j), path_of(i))
         out.append((e, [f"{name} {where}:{line}" for name, line in
                         _value_uses(tree, module, names, importer.toward(path_of(i)))]))
     return out
