@@ -128,12 +128,12 @@ SHIM_SCRIPT = textwrap.dedent('''
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     model, opt = amp.initialize(model, opt, opt_level="O2")
     assert model[0].weight.dtype == torch.float16 and model[1].weight.dtype == torch.float32
-    assert all(p.dtype == torch.float32 for p in amp.master_params(opt))
     out = model(torch.randn(4, 4))
     assert out.dtype == torch.float32
     with amp.scale_loss(out.float().pow(2).mean(), opt) as s:
         s.backward()
     opt.step()
+    assert all(p.dtype == torch.float32 for p in amp.master_params(opt))
     assert amp.state_dict() == {"loss_scaler0": {"loss_scale": 65536.0, "unskipped": 1}}
     # overflow: halve the scale and skip exactly the next step
     before = [p.detach().clone() for p in amp.master_params(opt)]
@@ -162,6 +162,33 @@ def test_apex_emulation_semantics(tmp_path):
     (tmp_path / "t.py").write_text(SHIM_SCRIPT)
     side = run_side(str(tmp_path), "t.py", steps=0)
     assert "SHIM-OK" in side.output, side.output
+
+
+O2_RESTORE_SCRIPT = textwrap.dedent('''
+    import torch, torch.nn as nn
+    from apex import amp
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9)
+    model, opt = amp.initialize(model, opt, opt_level="O2")
+    # a checkpoint loaded after initialize, before the first step (the usual resume order)
+    model.load_state_dict({k: torch.full_like(v, 0.5) for k, v in model.state_dict().items()})
+    assert all(p.dtype == torch.float16 for p in amp.master_params(opt))  # apex builds masters lazily
+    with amp.scale_loss(model(torch.randn(3, 4).half()).float().sum(), opt) as s:
+        s.backward()
+    opt.step()
+    assert all(bool((p == 0.5).all()) for p in model.parameters())
+    assert all(p.dtype == torch.float32 and bool((p == 0.5).all()) for p in amp.master_params(opt))
+    print("RESTORE-OK")
+''')
+
+
+def test_apex_emulation_o2_masters_start_from_a_checkpoint_loaded_after_initialize(tmp_path):
+    """apex creates the O2 fp32 masters on the first zero_grad / backward / step: weights loaded into the
+    model between `amp.initialize` and that call are what training continues from (an eager copy made in
+    initialize would silently resume from the initial weights)."""
+    (tmp_path / "t.py").write_text(O2_RESTORE_SCRIPT)
+    side = run_side(str(tmp_path), "t.py", steps=0)
+    assert "RESTORE-OK" in side.output, side.output
 
 
 def test_self_migrating_path():

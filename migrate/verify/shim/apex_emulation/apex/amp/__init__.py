@@ -98,29 +98,49 @@ class _Stash(object):
     pass
 
 
+def _lazy_init(optimizer):
+    """apex builds the fp32 masters on the first zero_grad / backward / step / add_param_group, not in
+    initialize: a checkpoint loaded between initialize and that first call (model.load_state_dict,
+    optimizer.load_state_dict) is what the masters start from, its optimizer state cast to the fp16 params'
+    dtype on load and back to fp32 here (apex's `self.load_state_dict(self.state_dict())`)."""
+    stash = optimizer._amp_stash
+    if stash.lazy_init_called:
+        return
+    stash.lazy_init_called = True
+    if stash.master_weights:
+        for group in optimizer.param_groups:
+            for i, p in enumerate(group["params"]):
+                if p.requires_grad and p.dtype == torch.float16:
+                    master = p.detach().clone().float()
+                    master.requires_grad_(True)
+                    group["params"][i] = master
+                    if p in optimizer.state:
+                        optimizer.state[master] = optimizer.state.pop(p)
+                    stash.pairs.append((p, master))
+        for _, master in stash.pairs:
+            master.grad = None
+        optimizer.load_state_dict(optimizer.state_dict())
+    stash.model_params = [p for p, _ in stash.pairs]
+    stash.fp32_params = [p for g in optimizer.param_groups for p in g["params"]
+                         if all(p is not m for _, m in stash.pairs)]
+
+
 def _setup_optimizer(optimizer, props):
     if hasattr(optimizer, "_amp_stash"):
         raise RuntimeError("A given optimizer should only be passed through amp.initialize once.")
     stash = optimizer._amp_stash = _Stash()
     stash.already_patched = False
     stash.params_have_scaled_gradients = False
+    stash.lazy_init_called = False
+    stash.master_weights = bool(props.master_weights)
     stash.pairs = []  # (model fp16 param, fp32 master)
-    if props.master_weights:
-        for group in optimizer.param_groups:
-            for i, p in enumerate(group["params"]):
-                if p.dtype == torch.float16:
-                    master = p.detach().clone().float()
-                    master.requires_grad_(True)
-                    group["params"][i] = master
-                    stash.pairs.append((p, master))
-    stash.model_params = [p for p, _ in stash.pairs]
-    stash.fp32_params = [p for g in optimizer.param_groups for p in g["params"]
-                         if all(p is not m for _, m in stash.pairs)]
+    stash.model_params = []
+    stash.fp32_params = [p for g in optimizer.param_groups for p in g["params"]]
     stash.grad_stash = {}
-
     orig_step = optimizer.step
 
     def step(self, closure=None):
+        _lazy_init(self)
         if closure is not None and stash.pairs:
             raise RuntimeError("Currently, Amp does not support closure use with optimizers.")
         skipped = getattr(stash, "skip_next", False)
@@ -144,10 +164,11 @@ def _setup_optimizer(optimizer, props):
 
     # bound methods, as apex makes them (types.MethodType): torch's LR schedulers wrap `step.__func__`
     optimizer.step = types.MethodType(step, optimizer)
-    if stash.pairs:
+    if stash.master_weights:
         orig_zero = optimizer.zero_grad
 
         def zero_grad(self, set_to_none=True):
+            _lazy_init(self)
             # a wrapper such as apex.parallel.LARC has zero_grad(self) only (apex's O2 zero_grad takes no argument)
             orig_zero() if set_to_none else orig_zero(set_to_none)
             for model_p in stash.model_params:
@@ -284,6 +305,7 @@ def _scale_loss(loss, optimizers, loss_id, delay_unscale, delay_overflow_check):
         return
 
     for opt in opts:  # prepare backward: stash existing grads (they are already unscaled)
+        _lazy_init(opt)
         stash = opt._amp_stash
         if not stash.params_have_scaled_gradients:
             stash.grad_stash = {}
