@@ -119,3 +119,32 @@ class Pool(torch.nn.Module):
     @autocast_float_function
     def forward(self, x):
         return x.sum(-1)''')
+
+
+REGISTRATION_COVERED = rule(
+    "A2A183", "amp-registration-already-in-autocast", "`amp.register_half_function(torch, \"einsum\")` etc. "
+    "removed where autocast already casts the function so",
+    fixes=True, severity=FIX,
+    why="""
+apex's `amp.register_half_function(module, name)` (and `register_float_function`,
+`register_promote_function`) put a function on O1's fp16 / fp32 / promote cast lists; BERT-era scripts
+register `torch.einsum` so. CUDA autocast has its own lists and no registry: where its list already holds
+the function with the same cast (`torch.einsum`, `torch.bmm`, `F.linear` run in fp16; `torch.exp`,
+`F.softmax`, the losses in fp32; `torch.addcmul` at the widest input type), the registration has nothing
+left to do and is removed. Any other registration stays reported (A2A114). As everywhere in the
+migration, the cast applies inside the autocast region only, not process-wide as apex's patching did.""",
+    before="""
+import torch
+from apex import amp
+
+amp.register_half_function(torch, "einsum")
+
+
+def score(q, k):
+    return torch.einsum("bd,cd->bc", q, k)""",
+    after="""
+import torch
+
+
+def score(q, k):
+    return torch.einsum("bd,cd->bc", q, k)""")

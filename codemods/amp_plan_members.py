@@ -6,7 +6,8 @@ import libcst as cst
 from . import apex_flag_state
 from . import amp_rules as R
 from .amp_float_function import FLOAT_HELPER
-from .amp_handle_rules import FLOAT_FUNCTION
+from .amp_handle_rules import FLOAT_FUNCTION, REGISTRATION_COVERED
+from .autocast_policy import CAST, autocast_covers
 from .amp_old_init import plan_old_init
 from .names import arg_by
 from .amp_plan_state import AMP, AmpPlanState, code_of, parse_expr
@@ -85,7 +86,8 @@ class MemberPlanning(AmpPlanState):
                 self.report(call, FLOAT_FUNCTION, f"`amp.float_function(...)` -> `{FLOAT_HELPER}(...)` (fp32 "
                                                   "arguments, autocast off inside; added to this file)", fixed=True)
             elif k.startswith(("register_", "half_function", "float_function", "promote_function", "bfloat16_function")):
-                self.report(call, R.REGISTER, f"`amp.{k}`: autocast has no function registry")
+                if not self._plan_covered_registration(site):
+                    self.report(call, R.REGISTER, f"`amp.{k}`: autocast has no function registry")
             elif k in ("initialize", "scale_loss"):
                 continue
             elif k == "init":
@@ -96,6 +98,32 @@ class MemberPlanning(AmpPlanState):
                                                    "dtype=torch.float16, enabled=...)` by hand")
             else:
                 self.report(call, R.INTERNALS, f"`amp.{k}` has no native equivalent")
+
+    def _plan_covered_registration(self, site) -> bool:
+        """A2A183: remove `amp.register_half_function(torch, "einsum")` (a statement of its own) where CUDA
+        autocast already casts that function so (codemods/autocast_policy.py)."""
+        call, k = site.call, site.kind
+        if self.device != "cuda" or not self.ctx.enabled(REGISTRATION_COVERED.code) or \
+                self.ctx.suppressed(call, REGISTRATION_COVERED.code):
+            return False
+        if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
+            return False
+        name = call.args[1].value
+        if not isinstance(name, cst.SimpleString) or not isinstance(name.evaluated_value, str):
+            return False
+        stmt = site.stmt
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and
+                isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is call):
+            return False
+        modules = [m for m in self.table.qualified_names(call.args[0].value)
+                   if autocast_covers(k, m, name.evaluated_value)]
+        if not modules:
+            return False
+        self.plan.remove(stmt)
+        short = modules[0].replace("torch.nn.functional", "F")
+        self.report(call, REGISTRATION_COVERED, f"`amp.{k}(..., {name.value})` removed: autocast already runs "
+                                                f"`{short}.{name.evaluated_value}` in {CAST[k]}", fixed=True)
+        return True
 
     def _plan_get_scale(self, call: cst.Call) -> bool:
         f = call.func
