@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from codemods.base import RepoFacts
+from codemods.records import module_root
 
 from . import apex_shadow, discovery
 from .results import FileResult
@@ -13,6 +14,7 @@ from .settings import RunConfig
 
 def open_cache(config: RunConfig) -> Any:
     """The cache bucket of this run's settings, or None without a cache folder."""
+    _MARKERS.clear()  # local apex.py files may have come or gone since the last run
     if config.cache_dir is None:
         return None
     from .cache import ResultCache
@@ -23,8 +25,25 @@ def cache_key(d: discovery.Discovered, digest: bytes) -> Tuple[str, str, bytes]:
     """The cache key of a file with bytes of this digest: where it is, its module, its bytes."""
     module = discovery.module_name_for(d.path)[0] if d.kind == discovery.PYTHON else ""
     if module:
-        module += apex_shadow.cache_marker(d.path, module)
+        module += _marker(d.path, module)
     return f"{os.path.abspath(d.path)}\0{d.path}\0{d.root}", module, digest
+
+
+_MARKERS: Dict[str, str] = {}  # folder -> the apex marker of each of its modules, where it is the same for all
+
+
+def _marker(path: str, module: str) -> str:
+    """apex_shadow.cache_marker(path, module), worked out once per folder: the files of a folder share
+    their import root, and so their marker, unless a package folder between holds an apex.py (then
+    the marker names whether the file is reached from that folder's scripts, and is the file's own)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    hit = _MARKERS.get(folder)
+    if hit is not None:
+        return hit
+    marker = apex_shadow.cache_marker(path, module)
+    if marker in ("", f"\0apex={module_root(path, module)}"):  # nothing of the file's own in it
+        _MARKERS[folder] = marker
+    return marker
 
 
 def cacheable(fr: Optional[FileResult], key: Any) -> bool:
