@@ -71,13 +71,19 @@ def report(results: List[FileResult], config: RunConfig, texts: Optional[FinalTe
     # module graph of each import root
     by_key: Dict[Tuple[str, str], FileResult] = {}
     key_of: Dict[int, Tuple[str, str]] = {}
+    roots: Dict[Tuple[str, int, bool], str] = {}  # module_root of the files of one folder and depth
     for i, fr in python:
-        name, _ = discovery.module_name_for(fr.path)
-        key = (module_root(fr.path, name), name)
+        path = os.path.abspath(fr.path)
+        name, _ = discovery.module_name_for(path)
+        where = (os.path.dirname(path), name.count(".") + (os.path.basename(path) == "__init__.py"), bool(name))
+        root = roots.get(where)
+        if root is None:
+            root = roots[where] = module_root(fr.path, name)
+        key = (root, name)
         by_key.setdefault(key, fr)
         key_of[id(fr)] = key
         real = texts.real_path(i, fr)  # a package reached through a symlink (`src -> xlm`) is imported by both names
-        if real != os.path.abspath(fr.path):
+        if real != path:
             rname, _ = discovery.module_name_for(real)
             by_key.setdefault((module_root(real, rname), rname), fr)
     trees: Dict[int, Optional[ast.AST]] = {}  # parsed by this run (the answers not in the cache)
