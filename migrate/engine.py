@@ -226,7 +226,8 @@ def _run(paths: Sequence[str], config: RunConfig,
             if on_result:
                 on_result(fr)
         vendored_users.annotate(result.files)  # who still imports a copy of apex's scaler classes
-        half_outside.report(result.files, config, FinalTexts(files, keys, kept, cache))  # fp16 casts the migrated autocast regions no longer cover
+        # fp16 casts the migrated autocast regions no longer cover (per-file answers kept in the cache)
+        half_outside.report(result.files, config, FinalTexts(files, keys, kept, cache))
     _FACTS.clear()  # an in-process pass 2 kept them
     if cache:
         cache.save()

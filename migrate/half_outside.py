@@ -97,7 +97,8 @@ def report(results: List[FileResult], config: RunConfig, texts: Optional[FinalTe
     for i, fr in python:
         root, name = key_of[id(fr)]
         is_init = os.path.basename(fr.path) == "__init__.py"
-        names = texts.answer(i, fr, "half_imports", lambda text, i=i, name=name, is_init=is_init: _imports(tree_of(i, text), name, is_init))
+        names = texts.answer(i, fr, "half_imports",
+                             lambda text, i=i, name=name, is_init=is_init: _imports(tree_of(i, text), name, is_init))
         edges[id(fr)] = {id(by_key[(root, n)]) for n in names if (root, n) in by_key} - {id(fr)}
     closures: Dict[int, Set[int]] = {}
     for _, fr in python:
