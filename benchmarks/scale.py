@@ -1,6 +1,7 @@
 """How `check` time grows with the tree: cold and warm runs at 1x and at Kx the files.
 
     python benchmarks/scale.py [--files 2900 58000] [--jobs 2] [--runs 1] [--root /tmp/a2a-scale] [--keep] [--repo DIR]
+                               [--edit]
 
 Each tree is made of copies of one legacy training package and many plain modules. A copy
 (`projK/`) holds the shapes cross-module migration works on: `train.py` (amp.initialize, calls
@@ -17,7 +18,9 @@ timed; each --runs times, keeping the least wall time and, apart, the least CPU 
 of the process and its workers: what a busy shared machine inflates least). Prints seconds, files/s,
 the ratio of the warm run to the read floor, and the large/small ratio of each column. Nothing in the trees is
 written by apex2amp (`check` writes nothing); the trees are removed unless --keep. --repo runs the
-apex2amp of another checkout on the same trees (to compare two branches).
+apex2amp of another checkout on the same trees (to compare two branches). --edit also times a warm
+run after one published fact changed (a second scaler function added to `proj0/engine.py`, put back
+afterwards): what re-running after an edit to a helper costs.
 """
 from __future__ import annotations
 
@@ -314,9 +317,20 @@ def compile_sources(repo: str) -> None:
         compileall.compile_dir(os.path.join(repo, package), quiet=1)
 
 
-def measure(tree: str, jobs: int, repo: str = ROOT, runs: int = 1) -> Dict[str, float]:
+EDIT = '''
+
+def train_more(model, loader, optimizer):
+    for images, target in loader:
+        loss = model(images).sum()
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+'''  # appended to proj0/engine.py by --edit: the module publishes a second scaler function
+
+
+def measure(tree: str, jobs: int, repo: str = ROOT, runs: int = 1, edit: bool = False) -> Dict[str, float]:
     """Seconds of each command, the least of `runs` runs (wall and CPU apart): cold runs each start
-    from an empty cache folder, warm runs re-run over the cache the first cold run filled."""
+    from an empty cache folder, warm runs re-run over the cache the first cold run filled; with
+    `edit`, one warm run more after a published fact changed ("edit")."""
     out: Dict[str, float] = {}
 
     def keep(name: str, wall: float, cpu: float) -> None:
@@ -340,6 +354,20 @@ def measure(tree: str, jobs: int, repo: str = ROOT, runs: int = 1) -> Dict[str, 
                 raise SystemExit(f"{tree}: cold and warm runs disagree (rc {rc} / {rc_w})")
             wall, cpu, _, _ = timed([sys.executable, "-c", READ_FLOOR, tree], tree)
             keep("read", wall, cpu)
+        if edit:
+            engine = os.path.join(tree, "proj0", "engine.py")
+            with open(engine, encoding="utf-8") as fh:
+                before = fh.read()
+            try:
+                with open(engine, "a", encoding="utf-8") as fh:
+                    fh.write(EDIT)
+                wall, cpu, rc, _ = timed(check + [warm_cache, "."], tree, repo)
+                if rc not in (0, 1):
+                    raise SystemExit(f"{tree}: the run after the edit failed (rc {rc})")
+                keep("edit", wall, cpu)
+            finally:
+                with open(engine, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(before)
         return out
     finally:
         shutil.rmtree(warm_cache, ignore_errors=True)
@@ -353,6 +381,7 @@ def main() -> None:
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "a2a-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the generated trees")
     ap.add_argument("--repo", default=ROOT, help="the apex2amp checkout to run (default: this one)")
+    ap.add_argument("--edit", action="store_true", help="also time a warm run after a published fact changed")
     a = ap.parse_args()
     repo = os.path.abspath(a.repo)
     compile_sources(repo)
@@ -363,12 +392,13 @@ def main() -> None:
             generate(tree, n)
         count = sum(1 for _, _, names in os.walk(tree) for x in names if x.endswith(".py"))
         load = os.getloadavg()[0]
-        m = measure(tree, a.jobs, repo, a.runs)
+        m = measure(tree, a.jobs, repo, a.runs, a.edit)
         rows.append((count, m))
         print(f"{count:>7} files (load {load:.1f}): cold {m['cold']:7.1f}s ({count / m['cold']:6.0f} files/s, "
               f"cpu {m['cold cpu']:6.1f}s)  warm {m['warm']:6.2f}s (cpu {m['warm cpu']:6.2f}s)  "
               f"read {m['read']:5.2f}s (cpu {m['read cpu']:5.2f}s)  warm/read {m['warm'] / m['read']:4.1f}x "
-              f"(cpu {m['warm cpu'] / m['read cpu']:4.1f}x)", flush=True)
+              f"(cpu {m['warm cpu'] / m['read cpu']:4.1f}x)"
+              + (f"  edit {m['edit']:6.2f}s (cpu {m['edit cpu']:6.2f}s)" if "edit" in m else ""), flush=True)
         if not a.keep:
             shutil.rmtree(tree, ignore_errors=True)
     if len(rows) > 1:

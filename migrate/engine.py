@@ -17,7 +17,7 @@ from codemods.base import Finding, Options, RepoFacts  # noqa: F401 - re-exporte
 from codemods.suppression import physical_lines  # noqa: F401 - re-exported
 
 from . import apex_shadow, checkpoint_facts, cross_module, discovery, half_outside, prefilter, progress, vendored_users
-from .cache_keys import cache_key, cacheable, facts_digest, open_cache
+from .cache_keys import FinalTexts, cache_key, cacheable, facts_digest, open_cache
 from .fileio import SourceError, decode_error, read_bytes
 from .facts_index import FactsIndex
 from .pipeline import pass_one_file, process_file, slim, write_later  # noqa: F401 - re-exported
@@ -226,7 +226,8 @@ def _run(paths: Sequence[str], config: RunConfig,
             if on_result:
                 on_result(fr)
         vendored_users.annotate(result.files)  # who still imports a copy of apex's scaler classes
-        half_outside.report(result.files, config)  # fp16 casts the migrated autocast regions no longer cover
+        # fp16 casts the migrated autocast regions no longer cover (per-file answers kept in the cache)
+        half_outside.report(result.files, config, FinalTexts(files, keys, kept, cache))
     _FACTS.clear()  # an in-process pass 2 kept them
     if cache:
         cache.save()

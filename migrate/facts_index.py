@@ -61,6 +61,9 @@ class FactsIndex:
                 name = str(key).rsplit(".", 1)[-1].encode()
                 self._spawn.add(name)
                 needles.add(name)
+        # `.attr` of each apex amp handle a pass-1 fact stores on an object (amp_object_attr.mentions)
+        self._attr_needles = tuple(amp_object_attr.needles(facts.extra)) if facts else ()
+        needles.update(self._attr_needles)
         needles.add(b"initialize")
         needles.add(b"apex")
         needles.add(b"raise")
@@ -97,4 +100,4 @@ class FactsIndex:
             return True
         if b"spawn" in has and any(n in has for n in self._spawn):  # only a file that spawns reads them
             return True
-        return amp_object_attr.mentions(data, facts.extra)  # apex amp stored on an object
+        return any(n in has for n in self._attr_needles)  # apex amp stored on an object (amp_object_attr.mentions)
