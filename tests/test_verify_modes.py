@@ -4,8 +4,6 @@ on the migrated tree reported before running. Real CLI runs on the CPU of tiny f
 import json
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -14,6 +12,7 @@ pytest.importorskip("torch")
 
 from migrate.verify.lints import wanted  # noqa: E402
 from migrate.verify.modes import detect_checkpoint_args, detect_modes  # noqa: E402
+from verify_cli import verify_cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNABLE = os.path.join(ROOT, "fixtures", "runnable")
@@ -21,8 +20,7 @@ RESUME = os.path.join(RUNNABLE, "resume_ckpt")
 
 
 def _verify(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "migrate", "verify", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=900)
+    return verify_cli(*args, cwd=cwd)
 
 
 def _twin(tmp_path, name, edit=None):
