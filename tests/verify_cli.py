@@ -10,6 +10,7 @@ command's own. The tests that prove the `python -m migrate verify` entry itself 
 import contextlib
 import dataclasses
 import os
+from typing import Optional
 
 from click.testing import CliRunner
 
@@ -24,7 +25,7 @@ class Completed:
     stderr: str
 
 
-def verify_cli(*args: str, cwd: str = None) -> Completed:
+def verify_cli(*args: str, cwd: Optional[str] = None) -> Completed:
     """Exit code, stdout and stderr of `apex2amp verify ARGS` (run in folder `cwd` when given)."""
     with contextlib.chdir(cwd or os.getcwd()):
         result = CliRunner().invoke(main, ["verify", *args], catch_exceptions=False)
