@@ -14,8 +14,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from migrate.verify import collect_losses  # noqa: E402
 from verify_cli import verify_cli  # noqa: E402
+
+from migrate.verify import collect_losses  # noqa: E402
 
 CASE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "runnable",
                     "ner_accum_clip")

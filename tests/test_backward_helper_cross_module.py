@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from verify_cli import verify_cli
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")

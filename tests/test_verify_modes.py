@@ -10,9 +10,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from verify_cli import verify_cli  # noqa: E402
+
 from migrate.verify.lints import wanted  # noqa: E402
 from migrate.verify.modes import detect_checkpoint_args, detect_modes  # noqa: E402
-from verify_cli import verify_cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNABLE = os.path.join(ROOT, "fixtures", "runnable")

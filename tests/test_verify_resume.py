@@ -4,6 +4,7 @@ of the resume_ckpt fixture and of hand-broken copies of its migrated twin."""
 import json
 import os
 import shutil
+
 import pytest
 
 pytest.importorskip("torch")
