@@ -65,3 +65,18 @@ def pytest_collection_modifyitems(config, items):
         first.setdefault(item.nodeid.split("::")[0], i)
     items.sort(key=lambda item: (-weights.get(item.nodeid.split("::")[0], 0.0),
                                  first[item.nodeid.split("::")[0]]))
+
+
+def pytest_cmdline_main(config):
+    """`-n N` without `--dist` hands out whole modules (xdist's `loadscope`), in the order above.
+
+    Speed only: under `load` the tests of one module are spread over both workers, so every module-scoped
+    fixture (a rewrite CLI run, a set of training curves) and every per-process cache of a runnable module
+    (a twin's torchrun losses) was computed once per worker. `--no-loadscope-reorder` keeps the
+    longest-first order instead of xdist's most-tests-first. An explicit `--dist` is left as given."""
+    if getattr(config.option, "dist", "no") != "load" or any(
+            str(a).startswith(("--dist", "-d")) for a in config.invocation_params.args):
+        return None
+    config.option.dist = "loadscope"
+    config.option.loadscopereorder = False
+    return None

@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from verify_cli import verify_cli  # noqa: E402
+
 from migrate.verify import collect_losses  # noqa: E402
 
 CASE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "runnable",
@@ -52,8 +54,8 @@ def test_unsafe_fix_equals_hand_migration(rewritten, mode, max_norm):
 
 def test_verify_uses_the_fidelity_tolerance(rewritten, tmp_path):
     out = tmp_path / "verdict.json"
-    r = _cli("verify", os.path.join(CASE, "legacy"), rewritten, "--entry", "train.py", "--steps", "10",
-             "--device", "cpu", "--json", str(out), "--", "--max-grad-norm", "0.66")
+    r = verify_cli(os.path.join(CASE, "legacy"), rewritten, "--entry", "train.py", "--steps", "10",
+                   "--device", "cpu", "--json", str(out), "--", "--max-grad-norm", "0.66")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "unsafe fix" in r.stdout and "fidelity" in r.stdout
     verdict = json.loads(out.read_text())

@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from verify_cli import verify_cli  # noqa: E402
+
 from migrate.verify import collect_losses  # noqa: E402
 
 CASE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "runnable",
@@ -69,8 +71,8 @@ def test_the_clip_is_engaged_so_the_move_shows():
 
 def test_verify_uses_the_fidelity_tolerance(rewritten, tmp_path):
     out = tmp_path / "verdict.json"
-    r = _cli("verify", os.path.join(CASE, "legacy"), rewritten, "--entry", "train.py", "--steps", "8",
-             "--device", "cpu", "--json", str(out), "--", "--max_grad_norm", "0.5")  # engaged on few steps
+    r = verify_cli(os.path.join(CASE, "legacy"), rewritten, "--entry", "train.py", "--steps", "8",
+                   "--device", "cpu", "--json", str(out), "--", "--max_grad_norm", "0.5")  # engaged on few steps
     assert r.returncode == 0, r.stdout + r.stderr
     assert "unsafe fix" in r.stdout and "fidelity" in r.stdout
     verdict = json.loads(out.read_text())

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from verify_cli import verify_cli
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 PAIR = os.path.join(ROOT, "backward_helper", "args_namespace")
@@ -89,7 +90,7 @@ def test_runnable_pair_equals_hand_migration(rewritten, config):
 
 def test_verify_passes_in_both_precisions(rewritten):
     cfg = os.path.join(RUNNABLE, "legacy", "configs")
-    r = _cli("verify", os.path.join(RUNNABLE, "legacy"), rewritten, "--entry", "train.py", "--steps", "6",
-             "--device", "cpu", "--mode", "--config " + os.path.join(cfg, "fp32.json"),
-             "--mode", "--config " + os.path.join(cfg, "fp16.json"), "--", "--steps", "6")
+    r = verify_cli(os.path.join(RUNNABLE, "legacy"), rewritten, "--entry", "train.py", "--steps", "6",
+                   "--device", "cpu", "--mode", "--config " + os.path.join(cfg, "fp32.json"),
+                   "--mode", "--config " + os.path.join(cfg, "fp16.json"), "--", "--steps", "6")
     assert r.returncode == 0, r.stdout + r.stderr

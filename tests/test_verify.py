@@ -9,6 +9,7 @@ import pytest
 
 from migrate.verify import backward_inside_autocast, collect_losses, compare, run_side, verify
 from migrate.verify.runner import detect_launcher
+from verify_cli import verify_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNABLE = os.path.join(ROOT, "fixtures", "runnable")
@@ -83,10 +84,8 @@ def test_cli_pass_json_and_plot_message(tmp_path):
 
 def test_cli_fail_exit_1_reports_step(tmp_path):
     out = tmp_path / "v.json"
-    r = subprocess.run([sys.executable, "-m", "migrate", "verify", "--entry", "train.py", "--steps", str(STEPS),
-                        "--json", str(out), fx("single_accum", "legacy"),
-                        fx("single_accum", "broken", "backward_in_autocast"), "--", "--fp16"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = verify_cli("--entry", "train.py", "--steps", str(STEPS), "--json", str(out), fx("single_accum", "legacy"),
+                   fx("single_accum", "broken", "backward_in_autocast"), "--", "--fp16", cwd=ROOT)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "backward() inside an autocast region" in r.stdout
     assert json.loads(out.read_text())["static_findings"]

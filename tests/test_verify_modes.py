@@ -4,13 +4,13 @@ on the migrated tree reported before running. Real CLI runs on the CPU of tiny f
 import json
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 pytest.importorskip("torch")
+
+from verify_cli import verify_cli  # noqa: E402
 
 from migrate.verify.lints import wanted  # noqa: E402
 from migrate.verify.modes import detect_checkpoint_args, detect_modes  # noqa: E402
@@ -21,8 +21,7 @@ RESUME = os.path.join(RUNNABLE, "resume_ckpt")
 
 
 def _verify(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "migrate", "verify", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=900)
+    return verify_cli(*args, cwd=cwd)
 
 
 def _twin(tmp_path, name, edit=None):

@@ -2,8 +2,6 @@
 statically known causes of a divergence (clip before unscale_, no update(), optimizer stepped directly)."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -12,6 +10,7 @@ pytest.importorskip("torch")
 from migrate.verify import run_side, verify  # noqa: E402
 from migrate.verify import report  # noqa: E402
 from migrate.verify.static_checks import likely_causes  # noqa: E402
+from verify_cli import verify_cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNABLE = os.path.join(ROOT, "fixtures", "runnable")
@@ -19,8 +18,7 @@ OVERFLOW = os.path.join(RUNNABLE, "overflow_layer")
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "migrate", "verify", "--entry", "train.py"] + list(args),
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return verify_cli("--entry", "train.py", *args, cwd=ROOT)
 
 
 def test_planted_overflow_is_named_on_both_sides(tmp_path):

@@ -4,12 +4,12 @@ of the resume_ckpt fixture and of hand-broken copies of its migrated twin."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("torch")
+
+from verify_cli import verify_cli  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESUME = os.path.join(ROOT, "fixtures", "runnable", "resume_ckpt")
@@ -17,8 +17,7 @@ LEGACY = os.path.join(RESUME, "legacy")
 
 
 def _verify(*args):
-    return subprocess.run([sys.executable, "-m", "migrate", "verify", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=900)
+    return verify_cli(*args, cwd=ROOT)
 
 
 def _broken(tmp_path, old, new):

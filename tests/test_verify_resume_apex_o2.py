@@ -5,12 +5,12 @@ migrated program resumes exactly. verify passes such a pair and says why the sid
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("torch")
+
+from verify_cli import verify_cli  # noqa: E402
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEGACY = os.path.join(HERE, "fixtures", "runnable", "lamb", "legacy")
@@ -20,11 +20,9 @@ def test_o2_restart_drift_of_the_original_is_not_blamed_on_the_migration(tmp_pat
     src = tmp_path / "lamb"
     shutil.copytree(LEGACY, src)
     out = tmp_path / "v.json"
-    res = subprocess.run(
-        [sys.executable, "-m", "migrate", "verify", str(src), "--entry", "train.py", "--steps", "6",
-         "--device", "cpu", "--mode", "--opt-level O2", "--resume", "--resume-at", "3",
-         "--save-args", "--save-at {k} --ckpt {ckpt}", "--resume-args", "--resume {ckpt}", "--json", str(out)],
-        capture_output=True, text=True, cwd=str(tmp_path), timeout=600)
+    res = verify_cli(str(src), "--entry", "train.py", "--steps", "6", "--device", "cpu", "--mode", "--opt-level O2",
+                     "--resume", "--resume-at", "3", "--save-args", "--save-at {k} --ckpt {ckpt}", "--resume-args",
+                     "--resume {ckpt}", "--json", str(out), cwd=str(tmp_path))
     verdict = json.loads(out.read_text())
     assert res.returncode == 0 and verdict["passed"], res.stdout + res.stderr
     resume = verdict["modes"][0]["resume"] if verdict.get("modes") else verdict["resume"]
