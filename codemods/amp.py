@@ -141,7 +141,7 @@ class ApexAmpToTorchAmp(Codemod):
     DESCRIPTION = "apex.amp (initialize, scale_loss, steps, master_params, state dicts) -> torch.amp"
     CODES = tuple(f"A2A1{i:02d}" for i in range(1, 25)) + ("A2A126", "A2A127", "A2A128", "A2A130", "A2A131",
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
-                                                           "A2A142", "A2A145", "A2A147", "A2A173", "A2A174",
+                                                           "A2A142", "A2A145", "A2A147", "A2A148", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418",
                                                            "A2A180", "A2A181", "A2A182", "A2A183")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`

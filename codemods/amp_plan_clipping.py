@@ -5,11 +5,11 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
-from . import accum_clip, amp_plan_clip_gate, clip_loops, clip_reach, unsafe_fixes
+from . import accum_clip, amp_plan_clip_gate, clip_in_place, clip_loops, clip_reach, unsafe_fixes
 from . import amp_rules as R
 from .early_exits import may_exit_early
 from .amp_plan_steps_plain import plain_branch
-from .names import arg_by, dotted_name, norm_code
+from .names import arg_by, assigned_names, dotted_name, norm_code
 from .amp_plan_state import AmpPlanState, code_of, parse_expr, parse_stmt
 
 
@@ -125,6 +125,9 @@ class ClipPlanning(AmpPlanState):
                                    step is not None and window is not None and
                                    self._exits_before_step(window, target_stmt, anchor)):
                 gate = self._step_gate_after(target_stmt, step[1]) if window is None else None
+                if not per_opt and loop is None and self._clip_in_place(clip, stmt, target_stmt, replacement, params,
+                                                                        mp_opt, opt, step, func, unscaled, gate):
+                    continue
                 if gate is not None:
                     self.report(clip, R.CLIP_ELSEWHERE, f"`{step[3] if per_opt else opt}.step()` runs only under "
                                 f"`if {gate}:` after this "
@@ -186,6 +189,7 @@ class ClipPlanning(AmpPlanState):
         if not self.use_scaler or not self.ctx.enabled(code) or self.ctx.suppressed(clip, code):
             return False
         moved = replacement if replacement is not None else stmt
+        orig_target = target_stmt
         removed = [target_stmt]
         pair = accum_clip.branch_pair(stmt, self.parent) if mp_opt is not None and replacement is None else None
         sums = accum_clip.summed_pair(stmt, func, self.parent) \
@@ -216,6 +220,9 @@ class ClipPlanning(AmpPlanState):
             return False
         if not tail:
             message = accum_clip.change_message(opt, len(removed) > 1)
+        if not unsafe_fixes.enabled(self.ctx) and self._clip_in_place(
+                clip, stmt, orig_target, replacement, params, mp_opt, opt, step, func, unscaled, None):
+            return True  # the exact fix (A2A148) is the default: the unsafe move only with --unsafe-fixes
         if not unsafe_fixes.offer(self.ctx, clip, code, message):
             self._unsafe = "a gradient clip on every micro-batch (unsafe fix available: --unsafe-fixes)"
             collapsed.extend(removed)  # the other branch's clip is part of this fix: no finding of its own
@@ -228,6 +235,38 @@ class ClipPlanning(AmpPlanState):
         self.plan.insert_before(step[1], [parse_stmt(f"{sc}.unscale_({opt})")] + [
             s.with_changes(leading_lines=[]) for s in (tail or [moved])])  # type: ignore[union-attr]
         self.user_funcs.add(func)
+        return True
+
+    def _clip_in_place(self, clip, stmt, target_stmt, replacement, params, mp_opt, opt, step, func, unscaled,
+                       gate: Optional[str]) -> bool:
+        """A clip on every micro-batch before a step it does not always reach: keep it in place, its threshold
+        times the scale (codemods/clip_in_place.py), when it is a torch clip and the one scaler of `opt` is
+        in scope. True: done."""
+        code = R.CLIP_SCALED.code
+        if not self.use_scaler or self.loss_scalers is not None or step is None or \
+                not self.ctx.enabled(code) or self.ctx.suppressed(clip, code):
+            return False
+        if (id(func), norm_code(parse_expr(opt)), id(step[1])) in unscaled:
+            return False  # an unscale_ already comes first
+        if gate is not None and clip_in_place.used_norm(self, clip) and \
+                any(n.split(".")[0] in norm_code(parse_expr(gate)) for n in assigned_names(stmt)):
+            return False  # the step is gated on the clip's norm (`if isfinite(norm)`): not this shape
+        sc = self.scaler_of_opt(opt) or self.scaler_expr()
+        if replacement is not None:
+            # `if fp16: clip(amp.master_params(o), n) else: clip(model.parameters(), n)`: the plain one, scaled
+            call = next((n for n in _calls(replacement) if norm_code(n.func) == norm_code(clip.func)), None)
+            new = clip_in_place.rewritten(self, call, None, None, sc) if call is not None else None
+            if new is None:
+                return False
+            self.plan.replace_stmt[target_stmt] = [replacement.deep_replace(call, new)]
+        else:
+            new = clip_in_place.rewritten(self, clip, params, mp_opt, sc)
+            if new is None:
+                return False
+            self.plan.replace_node[clip] = new
+        self.user_funcs.add(func)
+        self.report(clip, R.CLIP_SCALED, clip_in_place.message(opt, sc, clip_in_place.used_norm(self, clip)),
+                    fixed=True)
         return True
 
     def _index_in(self, stmt: cst.CSTNode) -> int:
@@ -308,3 +347,8 @@ def _differs_only_in(stmt: cst.CSTNode, other: cst.CSTNode, node: cst.CSTNode) -
     prefix, suffix = a[:i], a[i + len(n):]
     return b.startswith(prefix) and b.endswith(suffix) and len(b) > len(prefix) + len(suffix) - 1 \
         and "amp." not in b
+
+
+def _calls(node: cst.CSTNode) -> List[cst.Call]:
+    from .walk import iter_nodes
+    return [n for n in iter_nodes(node) if isinstance(n, cst.Call)]

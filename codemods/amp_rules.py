@@ -17,6 +17,7 @@ from .amp_rules_initialize import (  # noqa: F401
 )
 from .amp_rules_steps import (  # noqa: F401
     STEP, UNSCALE, GET_SCALE, DISABLE_CASTS, REGISTER, INTERNALS, CLIP_ELSEWHERE, STEP_MISSING, CLIP_AT_BOUNDARY,
+    CLIP_SCALED,
 )
 from .amp_rules_threading import (  # noqa: F401
     THREADED, SIGNATURE_KEPT, SCALER_CLOSURE, SCALER_ON_OBJECT, ENGINE_OVERRIDE, BACKWARD_HELPER,

@@ -200,33 +200,35 @@ CLIP_ELSEWHERE = rule(
     "A2A122", "clip-not-before-step", "gradient clipping not in the same step window as the optimizer step",
     fixes=False, severity=WARNING,
     why="""
-`scaler.unscale_(opt)` may be called once per `update()`. A clip that runs on every micro-batch while
-the step runs only at the accumulation boundary cannot get it safely: move the clip next to the step
-and call `scaler.unscale_(opt)` before it. The same goes for a clip before a loop that steps several
-optimizers (`for o in optimizers: o.step()`) when the clip names none of them: unscale each optimizer
-(`for o in optimizers: scaler.unscale_(o)`) before it.""",
+`scaler.unscale_(opt)` may be called once per `update()`. A clip before a loop that steps several
+optimizers (`for o in optimizers: o.step()`) when the clip names none of them would clip scaled
+gradients: unscale each optimizer (`for o in optimizers: scaler.unscale_(o)`) before it. A clip on
+every micro-batch while the step runs only at the accumulation boundary is kept in place by A2A148
+when it is a torch clip with a plain threshold; any other clip there (a helper of your own, a path
+that leaves before the step) must move next to the step, after `scaler.unscale_(opt)`.""",
     before="""
 import torch
 from apex import amp
 
 
-def train(model, optimizer, loader, accum, max_norm):
-    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
-    for i, (x, y) in enumerate(loader):
-        loss = torch.nn.functional.mse_loss(model(x), y) / accum
-        with amp.scale_loss(loss, optimizer) as scaled_loss:
+def train(model, optimizers, loader, max_norm):
+    model, optimizers = amp.initialize(model, optimizers, opt_level="O1")
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizers) as scaled_loss:
             scaled_loss.backward()
-        torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm)
-        if (i + 1) % accum != 0:
-            continue
-        optimizer.step()
-        optimizer.zero_grad()""",
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        for opt in optimizers:
+            opt.step()
+            opt.zero_grad()""",
     after="""
-if (i + 1) % accum == 0:
-    scaler.unscale_(optimizer)
-    clip_grad_norm_(model.parameters(), 1.0)
-    scaler.step(optimizer)
-    scaler.update()""")
+scaler.scale(loss).backward()
+for opt in optimizers:
+    scaler.unscale_(opt)
+torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+for opt in optimizers:
+    scaler.step(opt)
+scaler.update()""")
 
 
 STEP_MISSING = rule(
@@ -296,6 +298,54 @@ def train(model, optimizer, loader, accum):
         if (i + 1) % accum == 0:
             scaler.unscale_(optimizer)
             clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()""")
+
+
+CLIP_SCALED = rule(
+    "A2A148", "clip-kept-on-scaled-gradients",
+    "a clip on every micro-batch stays in place, its threshold times `scaler.get_scale()` (apex's clip)",
+    fixes=True, severity=FIX,
+    why="""
+apex unscaled the gradients on every `scale_loss` exit, so with gradient accumulation a clip after each
+micro-batch's backward clipped the unscaled partial sum in place. GradScaler's scale only changes at
+`scaler.update()`, after the step, so it is the same for every micro-batch of one step: the gradients hold
+scale x the partial sum, and `clip_grad_norm_(params, max_norm * scaler.get_scale())` (or
+`clip_grad_value_(params, clip_value * scaler.get_scale())`) clips them as apex did; `scaler.step`
+unscales once at the boundary. The scale is a power of two, so the one difference is the 1e-6 torch adds
+to the norm in the clip coefficient: on scaled gradients it weighs 1/scale as much (the coefficient moves
+by about 1e-6 / norm), and `verify` compares such pairs with the fidelity tolerance. A used norm is divided by the scale again. `get_scale()` is 1.0 with the
+scaler disabled. This is the default; `--unsafe-fixes` instead moves the clip to the boundary (A2A145).""",
+    before="""
+import torch
+from apex import amp
+from torch.nn.utils import clip_grad_norm_
+
+
+def train(model, optimizer, loader, accum):
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        clip_grad_norm_(model.parameters(), 1.0)
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()""",
+    after="""
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+
+def train(model, optimizer, loader, accum):
+    scaler = torch.amp.GradScaler("cuda")
+    for i, (x, y) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        clip_grad_norm_(model.parameters(), 1.0 * scaler.get_scale())
+        if (i + 1) % accum == 0:
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad()""")

@@ -88,11 +88,16 @@ class ScaledLossChecks(HazardState):
                 events.append((self._line(node), "backward", node))
             elif last == "backward" and owner and self._is_scaled(node.func.value):
                 events.append((self._line(node), "backward", node))
+            elif last == "backward" and owner and not node.args:
+                # `loss.backward()` of an unscaled loss (the fp32 branch of `if fp16: ... else: ...`)
+                events.append((self._line(node), "plain_backward", node))
             elif last == "unscale_" and "scaler" in owner.lower():
                 events.append((self._line(node), "unscale", node))
             elif last == "step" and "scaler" in owner.lower():
                 events.append((self._line(node), "step", node))
-        if last in CLIP_FUNCS:
+        if last in CLIP_FUNCS and not any(isinstance(a.value, cst.BinaryOperation) and "get_scale()" in
+                                          cst.Module([]).code_for_node(a.value) for a in node.args):
+            # a clip whose threshold is scaled (`max_norm * scaler.get_scale()`, A2A148) clips scaled grads on purpose
             events.append((self._line(node), "clip", node))
 
     # L3 ------------------------------------------------------------------------------------
@@ -103,6 +108,8 @@ class ScaledLossChecks(HazardState):
         for _, kind, node in events:
             if kind == "backward":
                 state = "scaled"
+            elif kind == "plain_backward":
+                state = "plain"
             elif kind == "unscale":
                 state = "unscaled"
             elif kind == "clip" and state == "scaled":

@@ -30,8 +30,8 @@ def _cli(*args, cwd=None):
 def rewritten(tmp_path_factory):
     dst = str(tmp_path_factory.mktemp("accum_clip_branches") / "legacy")
     shutil.copytree(os.path.join(CASE, "legacy"), dst)
-    refused = _cli("check", dst)
-    assert "unsafe fix available: --unsafe-fixes" in refused.stdout, refused.stdout
+    offered = _cli("check", dst)  # the exact fix (A2A148) by default, the move offered
+    assert "A2A148" in offered.stdout and "--unsafe-fixes` would instead move it" in offered.stdout, offered.stdout
     r = _cli("rewrite", "--unsafe-fixes", dst)
     assert r.returncode == 1 and "rewrote" in r.stdout, r.stdout + r.stderr
     with open(os.path.join(dst, "train.py"), encoding="utf-8") as fh:

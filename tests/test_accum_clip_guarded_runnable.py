@@ -1,7 +1,7 @@
 """A trainer class whose fp16 switch ends each branch in a clip under its own guard (`if max_grad_norm > 0:
 clip(amp.master_params(opt))` / `... clip(model.parameters())`), on every micro-batch, the step at the
-accumulation boundary: by default the file is left as it is with the unsafe fix offered (A2A145) and no
-second finding for the fp32 branch's clip; with --unsafe-fixes the two clips become one on the model's
+accumulation boundary: by default the exact fix (A2A148, tests/test_accum_clip_exact_runnable.py) with the
+unsafe one offered (A2A145) and no second finding for the fp32 branch's clip; with --unsafe-fixes the two clips become one on the model's
 parameters, with its guard, after `scaler.unscale_` at the boundary. The CLI's rewrite equals the hand
 migration step by step in fp32 and fp16, with the clip engaged, rarely engaged, and switched off."""
 import os
@@ -33,10 +33,9 @@ def _read(path):
 def rewritten(tmp_path_factory):
     dst = str(tmp_path_factory.mktemp("accum_clip_guarded") / "legacy")
     shutil.copytree(os.path.join(CASE, "legacy"), dst)
-    refused = _cli("rewrite", dst)
-    assert _read(os.path.join(dst, "train.py")) == _read(os.path.join(CASE, "legacy", "train.py"))
-    assert "A2A145" in refused.stdout and "unsafe fix available: --unsafe-fixes" in refused.stdout, refused.stdout
-    assert "A2A122" not in refused.stdout, refused.stdout
+    offered = _cli("check", dst)  # the exact fix (A2A148) by default, the move offered
+    assert "A2A148" in offered.stdout and "--unsafe-fixes` would instead move it" in offered.stdout, offered.stdout
+    assert "A2A122" not in offered.stdout, offered.stdout
     r = _cli("rewrite", "--unsafe-fixes", dst)
     assert r.returncode == 1 and "rewrote" in r.stdout, r.stdout + r.stderr
     text = _read(os.path.join(dst, "train.py"))

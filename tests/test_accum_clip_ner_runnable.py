@@ -1,7 +1,7 @@
 """A clip in the same fp16 switch as each backward (`if fp16: scale_loss ...; clip(amp.master_params(opt))
 else: backward; clip(model.parameters())`), on every micro-batch, with apex imported inside the switch and
-the opt level from the command line (the shape of 2019 NER fine-tuning scripts). Refused by default
-(A2A117 + A2A145, file unchanged); with --unsafe-fixes the CLI's output equals the hand migration step by
+the opt level from the command line (the shape of 2019 NER fine-tuning scripts). The exact fix
+(A2A148) by default, the move offered (A2A145); with --unsafe-fixes the CLI's output equals the hand migration step by
 step in fp32, O1 and O2, with the clip engaged, and `verify` compares the legacy program with it under the
 fidelity tolerance."""
 import json
@@ -37,8 +37,8 @@ def rewritten(tmp_path_factory):
     dst = str(tmp_path_factory.mktemp("ner_accum_clip") / "legacy")
     shutil.copytree(os.path.join(CASE, "legacy"), dst)
     before = _read(os.path.join(dst, "train.py"))
-    refused = _cli("rewrite", dst)
-    assert "A2A145" in refused.stdout and "unsafe fix available: --unsafe-fixes" in refused.stdout, refused.stdout
+    offered = _cli("check", dst)  # the exact fix (A2A148) by default, the move offered
+    assert "A2A148" in offered.stdout and "--unsafe-fixes` would instead move it" in offered.stdout, offered.stdout
     assert _read(os.path.join(dst, "train.py")) == before
     r = _cli("rewrite", "--unsafe-fixes", dst)
     assert r.returncode == 1 and "rewrote" in r.stdout, r.stdout + r.stderr

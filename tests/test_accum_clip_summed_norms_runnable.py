@@ -1,7 +1,7 @@
 """The fp32 branch sums its clip norms into counters nothing reads (`total_norm += clip(model.parameters())`,
 `count_norm += 1`), the fp16 branch clips apex's master params, both on every micro-batch, the step at the
 accumulation boundary after the schedule (the shape of 2020 vision-language fine-tuning scripts). Offered by
-default (A2A145, file unchanged); with --unsafe-fixes the CLI's output equals the hand migration step by
+default (A2A145, beside the exact fix A2A148); with --unsafe-fixes the CLI's output equals the hand migration step by
 step in fp32, O1 and O2, with the clip engaged, and `verify` compares the legacy program with it under the
 fidelity tolerance."""
 import json
@@ -37,8 +37,8 @@ def rewritten(tmp_path_factory):
     dst = str(tmp_path_factory.mktemp("summed_norm_accum_clip") / "legacy")
     shutil.copytree(os.path.join(CASE, "legacy"), dst)
     before = _read(os.path.join(dst, "train.py"))
-    refused = _cli("rewrite", dst)
-    assert "A2A145" in refused.stdout and "unsafe fix available: --unsafe-fixes" in refused.stdout, refused.stdout
+    offered = _cli("check", dst)  # the exact fix (A2A148) by default, the move offered
+    assert "A2A148" in offered.stdout and "--unsafe-fixes` would instead move it" in offered.stdout, offered.stdout
     assert _read(os.path.join(dst, "train.py")) == before
     r = _cli("rewrite", "--unsafe-fixes", dst)
     assert r.returncode == 1 and "rewrote" in r.stdout, r.stdout + r.stderr

@@ -24,16 +24,16 @@ def _read(path: str) -> str:
         return fh.read()
 
 
-def test_default_reports_the_unsafe_fix_and_leaves_the_file(tmp_path):
+def test_default_applies_the_exact_fix_and_names_the_unsafe_one(tmp_path):
     repo = _repo(tmp_path)
-    before = _read(os.path.join(repo, "train.py"))
     r = cli(["rewrite", "."], cwd=repo)
     assert r.returncode == 1, r.stdout + r.stderr
-    line = next(ln for ln in r.stdout.splitlines() if "A2A145" in ln)
-    assert line.startswith("train.py:12:")
-    assert "unsafe fix available: --unsafe-fixes" in line
-    assert "whole accumulated gradient once per step" in line and "partial sums" in line
-    assert _read(os.path.join(repo, "train.py")) == before
+    assert "A2A145" not in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if "A2A148" in ln)
+    assert line.startswith("train.py:11:") and "--unsafe-fixes" in line  # the rewritten file's line
+    text = _read(os.path.join(repo, "train.py"))
+    assert "clip_grad_norm_(model.parameters(), 1.0 * scaler.get_scale())" in text
+    assert "unscale_" not in text
 
 
 def test_flag_applies_the_move(tmp_path):
@@ -60,8 +60,9 @@ def test_config_key_applies_and_the_command_line_overrides(tmp_path):
     repo = _repo(tmp_path, "[tool.apex2amp]\nunsafe-fixes = true\n")
     before = _read(os.path.join(repo, "train.py"))
     r = cli(["rewrite", "--no-unsafe-fixes", "."], cwd=repo)
-    assert "unsafe fix available" in r.stdout
-    assert _read(os.path.join(repo, "train.py")) == before
+    assert "A2A148" in r.stdout and "get_scale()" in _read(os.path.join(repo, "train.py"))
+    with open(os.path.join(repo, "train.py"), "w", encoding="utf-8") as fh:
+        fh.write(before)
     cli(["rewrite", "."], cwd=repo)
     assert _read(os.path.join(repo, "train.py")) == _read(os.path.join(FIX, "plain_accum_clip.after.py"))
 

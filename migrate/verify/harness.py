@@ -18,7 +18,7 @@ from .resume import check_resume
 from .resume import table as resume_table
 from .runner import SideRun, cuda_available, detect_launcher, real_apex_available, run_side, tail
 from .static_checks import backward_inside_autocast, likely_causes
-from .unsafe_pairs import unsafe_fix_sites
+from .unsafe_pairs import scaled_clip_sites, unsafe_fix_sites
 
 
 def migrate_copy(original: str, target: str = "ddp", dtype: str = "float16") -> str:
@@ -169,13 +169,20 @@ def _verify_mode(mode_args: str, original: str, migrated: str, entry: str, args:
         echo("verify: the original ran apex %s (fp16 weights); the migration keeps fp32 weights under autocast, "
              "so the fidelity tolerance applies" % "/".join(levels))
     meta["apex_opt_levels"] = levels
-    unsafe = unsafe_fix_sites(os.path.abspath(original)) if mode == "same-engine" else ()
+    unsafe = unsafe_fix_sites(os.path.abspath(original), os.path.abspath(migrated)) if mode == "same-engine" else ()
     if unsafe:
         # an unsafe fix (--unsafe-fixes) changes the numerics by design: same engine no longer holds
         mode = "fidelity"
         echo("verify: the migration of %s is an unsafe fix (changes numerics by design), so the fidelity "
              "tolerance applies" % ", ".join(unsafe))
     meta["unsafe_fixes"] = list(unsafe)
+    scaled = scaled_clip_sites(os.path.abspath(original)) if mode == "same-engine" else ()
+    if scaled:
+        mode = "fidelity"
+        echo("verify: %s keep%s the clip on every micro-batch with its threshold times the scale (A2A148): "
+             "torch's 1e-6 in the clip coefficient then weighs 1/scale as much, so the fidelity tolerance applies"
+             % (", ".join(scaled), "s" if len(scaled) == 1 else ""))
+    meta["scaled_clips"] = list(scaled)
     b = run_side(migrated, entry, args, steps=steps, nproc=procs, launcher=launcher, device=device, seed=seed,
                  timeout=timeout, apex=apex, find_nan=find_nan)
     verdict = compare(a.records, b.records, steps=steps, mode=mode, dtype=dtype, tolerance=tolerance)

@@ -146,6 +146,8 @@ class _ScopeEvents(ast.NodeVisitor):
         if isinstance(func, ast.Attribute):
             recv = _dotted(func.value).split(".")[-1]
             arg = _dotted(node.args[0]).split(".")[-1] if node.args else ""
+            if func.attr in _CLIPS and any("get_scale" in ast.dump(a) for a in node.args[1:] + node.keywords):
+                return  # its threshold is scaled too (`max_norm * scaler.get_scale()`, A2A148): exact on scaled grads
             self.scopes[-1].append((func.attr, recv, arg, node.lineno, self.path))
         elif isinstance(func, ast.Name):
             self.scopes[-1].append((func.id, "", "", node.lineno, self.path))
