@@ -143,7 +143,7 @@ class ApexAmpToTorchAmp(Codemod):
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A148", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418",
-                                                           "A2A180", "A2A181", "A2A182", "A2A183")  # codemods/amp_handle_rules.py
+                                                           "A2A180", "A2A181", "A2A182", "A2A183", "A2A184")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

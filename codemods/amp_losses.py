@@ -3,7 +3,8 @@
 apex kept one dynamic loss scaler per loss: `scale_loss(loss, opt, loss_id=k)` scaled by scaler k and, at
 its exit, scaler k alone checked `opt`'s gradients, halved its own scale and skipped `opt`'s next step on
 an overflow. A GradScaler per loss does the same when each optimizer belongs to one loss and is stepped
-(and the scaler updated) through that loss's scaler. Shapes where that cannot be shown are refused (A2A141).
+(and the scaler updated) through that loss's scaler. One optimizer taking the gradients of every loss id gets
+one GradScaler (A2A184). Shapes where neither can be shown are refused (A2A141).
 """
 from __future__ import annotations
 
@@ -42,6 +43,13 @@ def plan(a, live: List) -> Optional[LossScalers]:
     if num is None and not given:
         return None
     count = _int(num) if num is not None else 1
+
+    if _one_optimizer_for_all(a, live, inits, losses, num, given):
+        a.report(num, R.LOSS_IDS_ONE_SCALER, f"`num_losses={norm_code(num.value)}` loss scalers, one optimizer taking "
+                 "the gradients of every loss id -> one GradScaler (the step is skipped on an overflow in any loss, "
+                 "as apex skipped it; after one, the halved scale applies to every loss, not only the overflowing "
+                 "one)", fixed=True)
+        return None
 
     def refuse(node: cst.CSTNode, why: str, whole: bool = False) -> None:
         a.report(node, R.PER_LOSS_UNSUPPORTED, f"{why} (this module's amp code is left as it is)" if whole else
@@ -95,6 +103,47 @@ def plan(a, live: List) -> Optional[LossScalers]:
     a.report(num, R.PER_LOSS_SCALERS, f"`num_losses={count}` -> one GradScaler per loss "
                                       f"(`{a.scaler_ref}[k]` for `loss_id=k`)", fixed=True)
     return out
+
+
+def _pure(node: cst.CSTNode) -> bool:
+    """No call anywhere in the expression (dropping it drops no side effect)."""
+    found = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            found.append(n)
+    node.visit(_V())
+    return not found
+
+
+def _plain_ref(node: cst.BaseExpression) -> bool:
+    """`optimizer` or `self.optimizer`: the same object at every use (not `optimizers[k]`, not a list)."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+def _one_optimizer_for_all(a, live, inits, losses, num, given) -> bool:
+    """Whether one GradScaler maps this module's loss ids (A2A184): `num_losses` on its one
+    `amp.initialize`, several ids (or a computed one), that initialize and every `scale_loss` on the same
+    optimizer name, each id free of calls, no apex state dict."""
+    if len(inits) != 1 or num is None or not given or not a.use_scaler:
+        return False
+    ids = [_int(x) for _, x in given]
+    if None not in ids and len(set(ids)) <= 1:
+        return False  # one literal id: the paths below map it
+    init_opt = arg_by(inits[0].call, 1, "optimizers")
+    if init_opt is None or not _plain_ref(init_opt.value):
+        return False
+    opts = {norm_code(init_opt.value)}
+    for s in losses:
+        opt = arg_by(s.call, 1, "optimizers")
+        if opt is None or not _plain_ref(opt.value):
+            return False
+        opts.add(norm_code(opt.value))
+    if len(opts) != 1 or not all(_pure(x.value) for _, x in given):
+        return False
+    return not any(s.kind in ("state_dict", "load_state_dict") for s in live)
 
 
 def scaler_name(a) -> str:

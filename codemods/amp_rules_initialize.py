@@ -365,6 +365,51 @@ scalers[i].step(optimizers[i])
 scalers[i].update()""")
 
 
+LOSS_IDS_ONE_SCALER = rule(
+    "A2A184", "loss-ids-of-one-optimizer-share-a-scaler",
+    "several apex loss ids feeding one optimizer -> one GradScaler (`num_losses`, `loss_id` dropped)",
+    fixes=True, severity=FIX,
+    why="""
+apex's loss scalers only choose the factor each loss is multiplied by before its backward; the gradients
+are unscaled before the step, and the scales are powers of two, so without an overflow the step is the
+same whatever they are. When one optimizer takes the gradients of every loss id (the id picked per task
+or per batch, `loss_id=task2scaler[name]`), a GradScaler per loss cannot step it, and one GradScaler is
+PyTorch's recipe for several losses: a step with an overflow in any loss is skipped, as apex skipped it.
+What changes is the scale after an overflow: halved for every loss, where apex halved only the
+overflowing loss's, so the others run with a lower scale until it grows back. With `delay_unscale`, apex
+summed gradients scaled by several losses' scales and unscaled the sum with one of them (wrong once they
+differed); with one scale that sum is exact. Not applied when apex state dicts (one entry per loss
+scaler) are saved or loaded, or a loss id is computed by a call.""",
+    before="""
+import torch
+from apex import amp
+
+
+def train(model, optimizer, loaders):
+    task2id = {t: i for i, t in enumerate(loaders)}
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1", num_losses=len(task2id))
+    for task, (x, y) in loaders.items():
+        loss = model(x, y, task=task)
+        with amp.scale_loss(loss, optimizer, loss_id=task2id[task]) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()""",
+    after="""
+import torch
+
+
+def train(model, optimizer, loaders):
+    task2id = {t: i for i, t in enumerate(loaders)}
+    scaler = torch.amp.GradScaler("cuda")
+    for task, (x, y) in loaders.items():
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x, y, task=task)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()""")
+
+
 REGION_OUTSIDE_FORWARD = rule(
     "A2A142", "autocast-region-cannot-cover-forward", "the loss comes from a forward pass the autocast region cannot cover",
     fixes=False, severity=WARNING,
