@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from . import amp_dead_modes, amp_handle_rules, amp_losses, amp_threading, checkpoint_pairs  # noqa: F401 (rules)
+from .amp_constructor_scaler import finish_constructor_scaler, take_constructor_scaler
 from . import amp_rules as R
 from .base import Codemod, FileContext, facts_key
 from .edits import apply_plan
@@ -53,6 +54,7 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
             return
         self._pick_scaler_name()
         self._take_scaler_from_subclass()
+        constructor_init = take_constructor_scaler(self)  # a trainer class built by the scripts that initialize
         if not all(self.ctx.enabled(c) for c in CORE_CODES):
             self._abort_all(leftovers=False)  # the sites are left to rules this run's selection leaves out
             return
@@ -120,6 +122,8 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
                                                            "and rerun")
             self._abort_all()
             return
+        if constructor_init is not None:
+            finish_constructor_scaler(self, constructor_init)
         init = next((s for s in live if s.kind == "initialize"), None)
         if init is not None and self.use_scaler and not self.scaler_global and not self.scaler_is_attr and \
                 not any(s.kind == "scale_loss" for s in live) and not self._steps and not self._threaded_calls:
@@ -143,7 +147,7 @@ class ApexAmpToTorchAmp(Codemod):
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A148", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418",
-                                                           "A2A180", "A2A181", "A2A182", "A2A183", "A2A184")  # codemods/amp_handle_rules.py
+                                                           "A2A180", "A2A181", "A2A182", "A2A183", "A2A184", "A2A185")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

@@ -185,6 +185,82 @@ class Trainer(AmpStepMixin):
         return [self.training_step(x.to(torch.float32), y) for x, y in batches]""")
 
 
+SCALER_VIA_CONSTRUCTOR = rule(
+    "A2A185", "scaler-through-the-constructor",
+    "a class holding the amp code, its `amp.initialize` in the scripts that build it: `__init__` takes the scaler",
+    fixes=True, severity=FIX,
+    why="""
+A trainer class whose methods scale the loss and step `self.optimizer`, built by scripts that call
+`amp.initialize` first and hand it the model and optimizer, has no apex state of its own to migrate
+into: the GradScaler is made where `amp.initialize` ran (with its enabled switch) and handed in. Its
+`__init__` takes a `scaler` parameter and keeps it on `self.scaler`; its methods read `self.scaler`, so
+their signatures and callers stay as they are; every `Trainer(...)` of the run passes `scaler=scaler`.
+Not done when a call cannot pass it (a script that keeps apex or has no `amp.initialize`), the class is
+used as a value or subclassed in another file, has a subclass or another use in its own module, or
+has no `__init__` of its own: the module is then left as it is (A2A126).""",
+    before="""
+# file: trainer.py
+import torch
+from apex import amp
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def train_epoch(self, loader):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+            with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+                scaled_loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+
+# file: run.py
+import torch
+from apex import amp
+
+from trainer import Trainer
+
+
+def main(model, loader, fp16):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if fp16:
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    Trainer(model, optimizer).train_epoch(loader)""",
+    after="""
+# file: trainer.py
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, scaler):
+        self.scaler = scaler
+        self.model = model
+        self.optimizer = optimizer
+
+    def train_epoch(self, loader):
+        for x, y in loader:
+            with torch.autocast("cuda", dtype=torch.float16, enabled=self.scaler.is_enabled()):
+                loss = torch.nn.functional.mse_loss(self.model(x), y)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad()
+
+# file: run.py
+import torch
+
+from trainer import Trainer
+
+
+def main(model, loader, fp16):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda", enabled=bool(fp16))
+    Trainer(model, optimizer, scaler=scaler).train_epoch(loader)""")
+
+
 ENGINE_OVERRIDE = rule(
     "A2A418", "engine-step-override", "a base-class method that steps the amp optimizer -> an override on the apex engine",
     fixes=True, severity=FIX,
