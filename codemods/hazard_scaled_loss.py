@@ -105,13 +105,25 @@ class ScaledLossChecks(HazardState):
         events.sort(key=lambda e: e[0])
         state = "idle"
         pending: List[cst.CSTNode] = []
+        before_unscale: List[cst.CSTNode] = []  # clips before any backward here: scaled if an unscale_ follows
         for _, kind, node in events:
             if kind == "backward":
                 state = "scaled"
+                before_unscale = []
             elif kind == "plain_backward":
                 state = "plain"
+                before_unscale = []
             elif kind == "unscale":
+                for clip in before_unscale:
+                    # the backward ran elsewhere (a `training_step` method): the unscale_ after the clip says
+                    # the gradients were still scaled when it read them
+                    self._report(clip, "A2A606", "gradients are clipped before `scaler.unscale_` (the backward "
+                                 "runs elsewhere, so they are still scaled here): call scaler.unscale_(optimizer) "
+                                 "before clipping")
+                before_unscale = []
                 state = "unscaled"
+            elif kind == "clip" and state == "idle":
+                before_unscale.append(node)
             elif kind == "clip" and state == "scaled":
                 pending.append(node)
             elif kind == "step":
