@@ -28,7 +28,8 @@ from .fused_optimizers import NO_TWIN_OPTIMIZERS, OptimizerRewrites
 from .index import ModuleIndex
 from .layer_norm_checks import TYPE_CHECKS, TypeCheckRewrites, apex_norms_left
 from .names import code_of
-from .optimizer_resume import report_resume_sites
+from . import optimizer_resume
+from .importing import add_helper_function
 from .torch_import import ensure_torch
 
 rule("A2A323", "apex-subclass-manual", "class derived from an apex optimizer or norm that is not rewritten",
@@ -98,11 +99,14 @@ class ApexModulesToTorch(Codemod):
         if checks and not apex_norms_left(index, res, run.plan, checks):
             for node in checks:
                 run.layer_norm_type_check(node, index)
-        report_resume_sites(index, run.migrated_optimizers, ctx)
+        resume_helper = optimizer_resume.plan_resume_sites(index, run.migrated_optimizers, ctx, run.plan)
         if not run.plan:
             return module
         _realign_calls(index, run.plan)
         new = apply_plan(module, run.plan)
+        if resume_helper:
+            new = add_helper_function(new, optimizer_resume.HELPER, optimizer_resume.HELPER_CODE)
+            run.needs_torch = True
         if run.needs_lamb:
             new = add_lamb_helper(new)
         if run.needs_torch:

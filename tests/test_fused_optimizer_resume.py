@@ -120,3 +120,41 @@ def test_resume_finding_at_each_load():
                          "opt.load_state_dict(torch.load('c.pt'))\n")
     lines = [f.line for f in res.findings if f.code == "A2A324"]
     assert lines == [17], [(f.line, f.code) for f in res.findings]
+
+
+RESUME = '''
+import torch
+from apex.optimizers import FusedAdam, FusedAdagrad
+
+
+def resume(model, state):
+    optimizer = FusedAdam(model.parameters(), lr=1e-3, betas=(0.0, 0.99))
+    optimizer.load_state_dict(state["optimizer"])
+    return optimizer
+
+
+def resume_adagrad(model, state):
+    optim = FusedAdagrad(model.parameters(), lr=0.1)
+    optim.load_state_dict(state["optim"])
+    return optim
+'''
+
+
+def test_migrated_resume_loads_apex_and_torch_checkpoints():
+    """The load in the migrated file goes through the added helper: an apex-era state (the step per param
+    group) and a state saved by the migrated torch optimizer both resume, and training steps on."""
+    res = rewrite_source(RESUME)
+    assert "from apex" not in res.new_text and res.new_text.count("apex_fused_optimizer_state(state[") == 2
+    assert [f.fixed for f in res.findings if f.code == "A2A324"] == [True, True]
+    ns = {}
+    exec(compile(res.new_text, "migrated.py", "exec"), ns)
+    model = torch.nn.Linear(4, 2)
+    optimizer = ns["resume"](model, {"optimizer": _apex_fused_adam_state(model, step=7)})
+    _train_step(model, optimizer)
+    assert float(optimizer.state[model.weight]["step"]) == 8.0
+    again = ns["resume"](model, {"optimizer": optimizer.state_dict()})  # a checkpoint of the migrated run
+    _train_step(model, again)
+    assert float(again.state[model.weight]["step"]) == 9.0
+    adagrad = ns["resume_adagrad"](model, {"optim": _apex_fused_adagrad_state(model)})
+    _train_step(model, adagrad)
+    assert float(adagrad.state[model.weight]["step"]) == 1.0 and torch.isfinite(model.weight).all()

@@ -31,7 +31,7 @@ FILE_NAMES = {"A2A410": "launch.sh", "A2A223": "launch.sh", "A2A414": "config.ya
 # launch_notes, scaler_calls, dynamic_scaler, optimizer_resume); complete programs that reproduce are ready
 # in /work/pending_rule_examples (apply.py puts them in once those modules settle; A2A508/A2A509 need a look).
 NOT_YET_TRUE = """
-    A2A146 A2A181 A2A313 A2A322 A2A324 A2A420 A2A502 A2A505 A2A506 A2A507 A2A508 A2A509 A2A602 A2A701
+    A2A146 A2A181 A2A313 A2A322 A2A420 A2A502 A2A505 A2A506 A2A507 A2A508 A2A509 A2A602 A2A701
 """.split()
 PENDING = {code: "example is a fragment (no apex import / missing context)" for code in NOT_YET_TRUE}
 
