@@ -11,6 +11,11 @@ from .edit_comments import Lines, close_block, comment_lines, rehome_comments, w
 from .guards import FoldApexGuards
 
 
+def _literal(node: cst.BaseExpression) -> Optional[bool]:
+    """The value of a `True` / `False` written in the code, else None."""
+    return node.value == "True" if isinstance(node, cst.Name) and node.value in ("True", "False") else None
+
+
 def flag_constant(value: bool, replaced: cst.BaseExpression) -> cst.Name:
     """`True`/`False` in the place of `replaced`, keeping its parentheses."""
     return cst.Name("True" if value else "False", lpar=replaced.lpar, rpar=replaced.rpar)
@@ -59,6 +64,19 @@ class FoldStatements(FoldApexGuards):
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         return self._own(updated) if self.ours.get(id(original)) is original else updated  # type: ignore
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
+        """`FLAG is False` / `FLAG == True` with FLAG one of the constants: a constant too."""
+        if len(updated.comparisons) == 1 and isinstance(updated.comparisons[0].operator,
+                                                        (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)):
+            ct = updated.comparisons[0]
+            a, b = self.constant(updated.left), self.constant(ct.comparator)
+            if (a is None) != (b is None):
+                a, b = (a, _literal(ct.comparator)) if b is None else (_literal(updated.left), b)
+            if a is not None and b is not None:
+                same = a == b
+                return self.make_constant(same if isinstance(ct.operator, (cst.Is, cst.Equal)) else not same)
+        return super().leave_Comparison(original, updated)
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
         value = self.constant(updated.test)
