@@ -107,6 +107,7 @@ class _ScopeEvents(ast.NodeVisitor):
         self.path: tuple = ()
         self.scaler_names = set()
         self.optimizer_names = set()
+        self.scale_names = set()  # names bound to a scaler's get_scale()
 
     def visit_FunctionDef(self, node):
         saved_path, self.path = self.path, ()
@@ -130,6 +131,8 @@ class _ScopeEvents(ast.NodeVisitor):
         self.path = saved
 
     def visit_Assign(self, node):
+        if "get_scale" in ast.dump(node.value):
+            self.scale_names.update(t.id for t in node.targets if isinstance(t, ast.Name))  # `s = scaler.get_scale()`
         if isinstance(node.value, ast.Call):
             func = _dotted(node.value.func)
             for t in node.targets:
@@ -143,11 +146,14 @@ class _ScopeEvents(ast.NodeVisitor):
     def visit_Call(self, node):
         self.generic_visit(node)  # inner calls first: scaler.scale(loss) comes before .backward()
         func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in _CLIPS and any("get_scale" in ast.dump(a) or any(
+                isinstance(n, ast.Name) and n.id in self.scale_names for n in ast.walk(a))
+                for a in node.args[1:] + node.keywords):
+            return  # its threshold is scaled too (`max_norm * scaler.get_scale()`, A2A148): exact on scaled grads
         if isinstance(func, ast.Attribute):
             recv = _dotted(func.value).split(".")[-1]
             arg = _dotted(node.args[0]).split(".")[-1] if node.args else ""
-            if func.attr in _CLIPS and any("get_scale" in ast.dump(a) for a in node.args[1:] + node.keywords):
-                return  # its threshold is scaled too (`max_norm * scaler.get_scale()`, A2A148): exact on scaled grads
             self.scopes[-1].append((func.attr, recv, arg, node.lineno, self.path))
         elif isinstance(func, ast.Name):
             self.scopes[-1].append((func.id, "", "", node.lineno, self.path))
