@@ -18,6 +18,22 @@ from .base import WARNING, FileContext, rule
 from .index import ModuleIndex
 from .names import dotted_name
 
+HELPER = "apex_fused_optimizer_state"
+HELPER_CODE = '''def apex_fused_optimizer_state(state_dict):
+    """An optimizer state in torch.optim's layout: apex FusedAdam kept the step in each param group, FusedAdagrad
+    none (nor lr_decay); torch keeps it per parameter. A state saved by torch passes unchanged."""
+    for group in state_dict["param_groups"]:
+        step = float(group.pop("step", 0))
+        for i in group["params"]:
+            entry = state_dict["state"].get(i)
+            if entry is not None and "step" not in entry:
+                if "sum" in entry:
+                    group.setdefault("lr_decay", 0.0)
+                    group.setdefault("initial_accumulator_value", 0.0)
+                entry["step"] = torch.tensor(step)
+    return state_dict
+'''
+
 RESUME = rule(
     "A2A324", "fused-optimizer-resume", "restore of an optimizer migrated from apex FusedAdam/FusedAdagrad",
     fixes=True, severity=WARNING,
@@ -39,45 +55,12 @@ def resume(model, path):
     optimizer = FusedAdam(model.parameters(), lr=1e-3)
     optimizer.load_state_dict(torch.load(path)["optimizer"])
     return optimizer""",
-    after="""
-import torch
-
-
-def apex_fused_optimizer_state(state_dict):
-    \"\"\"An optimizer state in torch.optim's layout: apex FusedAdam kept the step in each param group, FusedAdagrad
-    none (nor lr_decay); torch keeps it per parameter. A state saved by torch passes unchanged.\"\"\"
-    for group in state_dict["param_groups"]:
-        step = float(group.pop("step", 0))
-        for i in group["params"]:
-            entry = state_dict["state"].get(i)
-            if entry is not None and "step" not in entry:
-                if "sum" in entry:
-                    group.setdefault("lr_decay", 0.0)
-                    group.setdefault("initial_accumulator_value", 0.0)
-                entry["step"] = torch.tensor(step)
-    return state_dict
-
+    after="\nimport torch\n\n\n" + HELPER_CODE + """
 
 def resume(model, path):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0, fused=True)
     optimizer.load_state_dict(apex_fused_optimizer_state(torch.load(path)["optimizer"]))
     return optimizer""")
-
-HELPER = "apex_fused_optimizer_state"
-HELPER_CODE = '''def apex_fused_optimizer_state(state_dict):
-    """An optimizer state in torch.optim's layout: apex FusedAdam kept the step in each param group, FusedAdagrad
-    none (nor lr_decay); torch keeps it per parameter. A state saved by torch passes unchanged."""
-    for group in state_dict["param_groups"]:
-        step = float(group.pop("step", 0))
-        for i in group["params"]:
-            entry = state_dict["state"].get(i)
-            if entry is not None and "step" not in entry:
-                if "sum" in entry:
-                    group.setdefault("lr_decay", 0.0)
-                    group.setdefault("initial_accumulator_value", 0.0)
-                entry["step"] = torch.tensor(step)
-    return state_dict
-'''
 
 APEX_LAYOUT = {
     "FusedAdam": "keeps 'step' in each param group, torch's Adam per parameter",
