@@ -21,7 +21,6 @@ import libcst as cst
 from . import amp_rules as R
 from . import amp_threading
 from .amp_plan_state import parse_stmt
-from .base import facts_key
 from .signatures import add_param, all_params
 
 
@@ -48,20 +47,6 @@ def _lead(init: cst.FunctionDef) -> int:
     return i + 1 if i < len(body) and _is_super_init(body[i]) else i
 
 
-def blocked_by(a, name: str) -> Optional[str]:
-    """Where another file of the run builds class `name` without a scaler to pass, or uses it as a value
-    (a subclass, a registry), as `path:line`; None when nothing was told."""
-    key = facts_key(a.ctx.path, a.ctx.module_name)
-    facts = a.ctx.facts
-    for kind, refs in (("builds", facts.held_callers.get(key, ())), ("uses", facts.foreign_value_refs.get(key, ()))):
-        for ref in refs:
-            ref_name, _, where = ref.partition(" ")
-            if ref_name == name:
-                return f"{where} {kind} `{name}`" + (" where no scaler can be passed" if kind == "builds" else
-                                                      " as a value (a subclass, a registry)")
-    return None
-
-
 def take_constructor_scaler(a) -> Optional[cst.FunctionDef]:
     """The `__init__` that will take the scaler, when this module's amp code is all in one class's methods
     and its `amp.initialize` is elsewhere (the scaler is then `self.<scaler_ref>`); else None."""
@@ -82,7 +67,7 @@ def take_constructor_scaler(a) -> Optional[cst.FunctionDef]:
     attr = a.scaler_ref
     if attr in a.index.attr_values or any(p.name.value == attr for p in all_params(init)):
         return None
-    if blocked_by(a, name) is not None:
+    if amp_threading.constructor_blocked(a, name) is not None:
         return None  # a caller that cannot pass it, or the class used as a value elsewhere (A2A126 then)
     a.scaler_is_attr = True
     return init

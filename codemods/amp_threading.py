@@ -18,8 +18,18 @@ from .walk import iter_nodes
 
 
 def constructor_blocked(a, name: str) -> Optional[str]:
-    from .amp_constructor_scaler import blocked_by  # it reads this module's helpers
-    return blocked_by(a, name)
+    """Where another file of the run builds class `name` without a scaler to pass, or uses it as a value
+    (a subclass, a registry), as `path:line`; None when nothing was told."""
+    key = facts_key(a.ctx.path, a.ctx.module_name)
+    facts = a.ctx.facts
+    for kind, refs in (("builds", facts.held_callers.get(key, ())), ("uses", facts.foreign_value_refs.get(key, ()))):
+        for ref in refs:
+            ref_name, _, where = ref.partition(" ")
+            if ref_name == name:
+                return f"{where} {kind} `{name}`" + (" where no scaler can be passed" if kind == "builds" else
+                                                      " as a value (a subclass, a registry)")
+    return None
+
 
 Refusal = Tuple[cst.CSTNode, str]
 
