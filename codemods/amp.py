@@ -53,8 +53,10 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitHelperPlanning, Initi
                 # a module without amp that calls helpers which now take the scaler
                 self.plan_threading_only()
             self.report_decorators()  # `@amp.float_function` may be the module's only apex use
-            for call, _ in self.report_init_helper_calls_without_optimizer(
-                    [c for c in self.init_helper_calls() if not c[1]["held"]]):
+            calls = self.init_helper_calls()
+            with_optimizer = self.report_init_helper_calls_without_optimizer([c for c in calls if not c[1]["held"]])
+            with_optimizer += [c for c in calls if c[1]["held"] and not self.init_helper_call_without_optimizer(*c)]
+            for call, _ in sorted(with_optimizer, key=lambda c: calls.index(c)):
                 # a caller training with the helper's amp state but no amp code of its own (autocast lost)
                 self.report(call, R.UNSUPPORTED, f"`{code_of(call.func)}(...)` amp-initializes in its module (a "
                                                  "setup helper), but this module has no apex amp code to migrate "

@@ -69,14 +69,19 @@ class InitHelperPlanning(AmpPlanState):
                 found.append((n, helpers[hit[0]]))
         return found
 
+    @staticmethod
+    def init_helper_call_without_optimizer(call: cst.Call, spec: Dict[str, Any]) -> bool:
+        """`prepare(model, None, ...)`, or the optimizer argument left out."""
+        ok, opt = init_helpers.call_arg(call, spec["optimizer"], spec["params"][spec["optimizer"]])
+        return ok and (opt is None or (isinstance(opt, cst.Name) and opt.value == "None"))
+
     def report_init_helper_calls_without_optimizer(self, calls: List[Tuple[cst.Call, Dict[str, Any]]]) -> \
             List[Tuple[cst.Call, Dict[str, Any]]]:
         """Report the calls passing no optimizer (`prepare(model, None, ...)`); the others are returned."""
         out = []
         for call, spec in calls:
             fn = code_of(call.func)
-            ok, opt = init_helpers.call_arg(call, spec["optimizer"], spec["params"][spec["optimizer"]])
-            if ok and (opt is None or (isinstance(opt, cst.Name) and opt.value == "None")):
+            if self.init_helper_call_without_optimizer(call, spec):
                 self.ctx.report(call, R.INIT_HELPER.code, f"`{fn}(...)` without an optimizer: under apex its "
                                                               "`amp.initialize` got none (fp16 failed there); the "
                                                               "model now runs fp32: for fp16 inference wrap the "

@@ -165,3 +165,38 @@ def test_per_micro_batch_clip_on_the_scaled_gradient_is_exact(mode, max_norm):
     legacy = collect_losses(os.path.join(CASE, "legacy"), "train.py", args, steps=6, device="cpu")[0]
     exact = collect_losses(os.path.join(CASE, "migrated_exact"), "train.py", args, steps=6, device="cpu")[0]
     assert len(exact) == 6 and [r["losses"] for r in legacy] == [r["losses"] for r in exact]
+
+
+def test_keyword_call_takes_the_helpers_default_opt_level(tmp_path):
+    """`prepare(model, opt=optimizer, device="cuda", fp16=cfg.fp16)`: fp16 by keyword, opt_level left to
+    the helper's default "O1" (so no `!= "O0"` test), the optimizer by keyword."""
+    import shutil
+    dst = tmp_path / "legacy"
+    shutil.copytree(os.path.join(CASE, "legacy"), dst)
+    train = (dst / "train.py").read_text(encoding="utf-8")
+    old = 'model, optimizer = prepare(model, optimizer, "cuda", 1, cfg.fp16, cfg.opt_level)'
+    new = 'model, optimizer = prepare(model, opt=optimizer, device="cuda", fp16=cfg.fp16)'
+    assert old in train
+    (dst / "train.py").write_text(train.replace(old, new), encoding="utf-8")
+    r = _cli("rewrite", str(dst))
+    assert "A2A186" in r.stdout, r.stdout
+    assert new + '\n        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.fp16)\n' in \
+        (dst / "train.py").read_text(encoding="utf-8")
+    assert "amp.initialize" not in (dst / "setup_utils.py").read_text(encoding="utf-8")
+
+
+def test_a_caller_training_without_amp_code_holds_the_helper_back(tmp_path):
+    """A caller passing an optimizer but with no apex amp code of its own (its backward and step plain)
+    cannot get a scaler: reported (A2A117), and the helper and the trainer keep their apex code."""
+    import shutil
+    dst = tmp_path / "legacy"
+    shutil.copytree(os.path.join(CASE, "legacy"), dst)
+    (dst / "plain.py").write_text(
+        "from setup_utils import prepare\n\n\ndef fit(model, optimizer, loader, fp16):\n"
+        "    model, optimizer = prepare(model, optimizer, \"cuda\", fp16=fp16)\n    for x in loader:\n"
+        "        model(x).sum().backward()\n        optimizer.step()\n", encoding="utf-8")
+    r = _cli("rewrite", str(dst))
+    assert "plain.py:5:24: A2A117" in r.stdout and "held back" in r.stdout, r.stdout
+    for name in ("setup_utils.py", "train.py"):
+        with open(os.path.join(CASE, "legacy", name), encoding="utf-8") as fh:
+            assert (dst / name).read_text(encoding="utf-8") == fh.read()
