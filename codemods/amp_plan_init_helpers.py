@@ -32,6 +32,9 @@ class InitHelperPlanning(AmpPlanState):
         if spec is None:
             return False
         init = inits[0]
+        code = R.INIT_HELPER.code
+        if not self.ctx.enabled(code) or self.ctx.suppressed(init.call, code) or self.ctx.suppressed(init.stmt, code):
+            return False  # deselected or suppressed: not published, so its callers keep their apex code too
         fn = init.func.name.value
         self.ctx.exported.extra[init_helpers.PREFIX + key] = {fn: spec}  # for the callers (and migrate/helper_groups.py)
         if not self.ctx.facts.extra.get(init_helpers.CALLED + key):

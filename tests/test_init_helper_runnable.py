@@ -200,3 +200,15 @@ def test_a_caller_training_without_amp_code_holds_the_helper_back(tmp_path):
     for name in ("setup_utils.py", "train.py"):
         with open(os.path.join(CASE, "legacy", name), encoding="utf-8") as fh:
             assert (dst / name).read_text(encoding="utf-8") == fh.read()
+
+
+def test_deselecting_a2a186_leaves_both_modules_as_they_are(tmp_path):
+    """`--ignore A2A186` stops the edit: the helper is not published, the trainer keeps its apex code."""
+    import shutil
+    dst = tmp_path / "legacy"
+    shutil.copytree(os.path.join(CASE, "legacy"), dst)
+    r = _cli("rewrite", "--ignore", "A2A186", str(dst))
+    assert "0 changed" in r.stdout + r.stderr, r.stdout + r.stderr
+    for name in ("setup_utils.py", "train.py"):
+        with open(os.path.join(CASE, "legacy", name), encoding="utf-8") as fh:
+            assert (dst / name).read_text(encoding="utf-8") == fh.read()
