@@ -14,7 +14,8 @@ from .amp_plan_initialize import _and, _paren, _LOOSER_THAN_COMPARISON
 from .amp_plan_state import AmpPlanState, code_of, flatten, parse_expr, parse_stmt
 from .base import facts_key
 from .bool_exprs import as_bool
-from .names import dotted_name, literal_string, norm_code
+from .names import assigned_names, dotted_name, literal_string, names_read, norm_code
+from .walk import iter_nodes
 
 
 class InitHelperPlanning(AmpPlanState):
@@ -162,7 +163,13 @@ class InitHelperPlanning(AmpPlanState):
             self.scaler_is_attr = True
         elif self.class_of(func) is not None and stored_on_self(self, stmt, target):
             self.scaler_is_attr = True
-        self.cond = as_bool(_and(cond_list), self.module)
+        cond = _and(cond_list)
+        if cond is not None and (any(isinstance(n, cst.Call) for n in iter_nodes(cond)) or
+                                 names_read(cond) & assigned_names(stmt)):
+            refuse(f"the scaler's enabled= (`{code_of(cond)}`) would be evaluated again after the call, "
+                   "calling a function or reading a name the call's assignment rebinds")
+            return
+        self.cond = as_bool(cond, self.module)
         if level == "O2":
             from .opt_level_notes import opt_level_message
             self.report(call, R.OPT_LEVEL, opt_level_message(level, self.ctx.options.target))

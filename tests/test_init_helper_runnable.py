@@ -212,3 +212,18 @@ def test_deselecting_a2a186_leaves_both_modules_as_they_are(tmp_path):
     for name in ("setup_utils.py", "train.py"):
         with open(os.path.join(CASE, "legacy", name), encoding="utf-8") as fh:
             assert (dst / name).read_text(encoding="utf-8") == fh.read()
+
+
+def test_an_enabled_switch_the_call_rebinds_is_refused(tmp_path):
+    """`prepare(model, optimizer, ..., model.fp16, ...)` assigning `model`: the scaler after the call would
+    read the new `model`: refused (A2A117 at the call), both modules as they are."""
+    import shutil
+    dst = tmp_path / "legacy"
+    shutil.copytree(os.path.join(CASE, "legacy"), dst)
+    train = (dst / "train.py").read_text(encoding="utf-8")
+    old = 'prepare(model, optimizer, "cuda", 1, cfg.fp16, cfg.opt_level)'
+    (dst / "train.py").write_text(train.replace(old, old.replace("cfg.fp16", "model.fp16")), encoding="utf-8")
+    r = _cli("rewrite", str(dst))
+    assert "train.py:41:28: A2A117" in r.stdout, r.stdout
+    with open(os.path.join(CASE, "legacy", "setup_utils.py"), encoding="utf-8") as fh:
+        assert (dst / "setup_utils.py").read_text(encoding="utf-8") == fh.read()
