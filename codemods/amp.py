@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
+from . import init_helpers
 from . import amp_dead_modes, amp_handle_rules, amp_losses, amp_threading, checkpoint_pairs  # noqa: F401 (rules)
 from .amp_constructor_scaler import finish_constructor_scaler, take_constructor_scaler
 from . import amp_rules as R
@@ -21,13 +22,14 @@ from .importing import add_helper_function, ensure_imports
 from .amp_plan_backward_helpers import BackwardHelperPlanning
 from .amp_plan_branches import NATIVE_AMP, NativeBranchPlanning
 from .amp_plan_clipping import CLIP_FUNCS, ClipPlanning
+from .amp_plan_init_helpers import InitHelperPlanning
 from .amp_plan_initialize import (DROPPED_INIT_KWARGS, FORWARD_HELPER, FORWARD_HELPER_CODE, REPORTED_INIT_KWARGS,
                                   InitializePlanning)
 from .amp_plan_members import MemberPlanning
 from .amp_plan_preflight import PreflightChecks
 from .amp_plan_region import FORBIDDEN_IN_REGION, RegionPlanning
 from .amp_plan_scale_loss import ScaleLossPlanning
-from .amp_plan_state import AMP, BF16_SWITCHED, CALLERS_KEEP_AMP, CORE_CODES, AmpPlanState
+from .amp_plan_state import AMP, BF16_SWITCHED, CALLERS_KEEP_AMP, CORE_CODES, AmpPlanState, code_of
 from .amp_plan_steps import StepPlanning
 from .amp_object_attr_rewrite import plan_setter
 from .amp_inference import HALF_HELPER, HALF_HELPER_CODE
@@ -39,8 +41,8 @@ __all__ = ["AMP", "BF16_SWITCHED", "CALLERS_KEEP_AMP", "CLIP_FUNCS", "CORE_CODES
            "ApexAmpToTorchAmp"]
 
 
-class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, ScaleLossPlanning, RegionPlanning,
-                BackwardHelperPlanning, StepPlanning, ClipPlanning, MemberPlanning, ThreadingPlanning, AmpPlanState):
+class _Analysis(PreflightChecks, NativeBranchPlanning, InitHelperPlanning, InitializePlanning, ScaleLossPlanning,
+                RegionPlanning, BackwardHelperPlanning, StepPlanning, ClipPlanning, MemberPlanning, ThreadingPlanning, AmpPlanState):
     """The planning steps over one `AmpPlanState`, run in order by `run`."""
 
     def run(self) -> None:
@@ -51,10 +53,24 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
                 # a module without amp that calls helpers which now take the scaler
                 self.plan_threading_only()
             self.report_decorators()  # `@amp.float_function` may be the module's only apex use
+            calls = self.init_helper_calls()
+            with_optimizer = self.report_init_helper_calls_without_optimizer([c for c in calls if not c[1]["held"]])
+            with_optimizer += [c for c in calls if c[1]["held"] and not self.init_helper_call_without_optimizer(*c)]
+            for call, _ in sorted(with_optimizer, key=lambda c: calls.index(c)):
+                # a caller training with the helper's amp state but no amp code of its own (autocast lost)
+                self.report(call, R.UNSUPPORTED, f"`{code_of(call.func)}(...)` amp-initializes in its module (a "
+                                                 "setup helper), but this module has no apex amp code to migrate "
+                                                 "onto a GradScaler: migrate by hand; the helper keeps its "
+                                                 "`amp.initialize`")
             return
         self._pick_scaler_name()
         self._take_scaler_from_subclass()
-        constructor_init = take_constructor_scaler(self)  # a trainer class built by the scripts that initialize
+        # calls of other modules' setup helpers (A2A186); those held back keep their amp.initialize, and this
+        # module's amp code stays with them (planned as if migrating, so that its own refusals are reported)
+        found_helper_calls = self.init_helper_calls()
+        held_helper_calls = [c for c in found_helper_calls if c[1]["held"]]
+        # a trainer class built by the scripts that initialize (not one that calls a setup helper)
+        constructor_init = take_constructor_scaler(self) if not found_helper_calls else None
         if not all(self.ctx.enabled(c) for c in CORE_CODES):
             self._abort_all(leftovers=False)  # the sites are left to rules this run's selection leaves out
             return
@@ -67,10 +83,23 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
         live = [s for s in self.sites if not self.in_dropped(s.call)]
         inits = [s for s in live if s.kind == "initialize"]
         self._refuse_inits(live, inits)
+        if not self.abort and self.plan_init_helper_module(live, inits):  # a setup helper for other modules
+            self.report_decorators()
+            return
+        helper_calls = self.report_init_helper_calls_without_optimizer(found_helper_calls)
+        if helper_calls and (inits or len(helper_calls) > 1):
+            for call, _ in helper_calls:
+                self.report(call, R.UNSUPPORTED, f"`{code_of(call.func)}(...)` amp-initializes in its module (a "
+                                                 "setup helper) beside another amp initialization here: migrate by "
+                                                 "hand; the helper keeps its `amp.initialize`")
+            self.abort = True
         self.loss_scalers = amp_losses.plan(self, live) if not self.abort else None
         for s in inits:
             if not self.abort:
                 self.plan_initialize(s)
+        for call, spec in helper_calls:
+            if not self.abort:
+                self.plan_init_helper_call(call, spec)
         if inits and not self.use_scaler and self.cond is not None and self.ctx.module_name:
             # bf16: no scaler carries this switch to the regions of other modules (A2A174)
             self.ctx.exported.extra.setdefault(BF16_SWITCHED, []).append(self.ctx.module_name)
@@ -122,11 +151,23 @@ class _Analysis(PreflightChecks, NativeBranchPlanning, InitializePlanning, Scale
                                                            "and rerun")
             self._abort_all()
             return
+        if held_helper_calls:
+            for call, _ in held_helper_calls:
+                self.report(call, R.LEFTOVER, f"`{code_of(call.func)}(...)` amp-initializes in its module and keeps "
+                                              "its `amp.initialize` (held back, see the findings there): this "
+                                              "module's amp code stays with it")
+            self._abort_all()
+            return
         if constructor_init is not None:
             finish_constructor_scaler(self, constructor_init)
         init = next((s for s in live if s.kind == "initialize"), None)
         if init is not None and self.use_scaler and not self.scaler_global and not self.scaler_is_attr and \
                 not any(s.kind == "scale_loss" for s in live) and not self._steps and not self._threaded_calls:
+            if self.ctx.module_name and self.ctx.facts.extra.get(
+                    init_helpers.HELD + facts_key(self.ctx.path, self.ctx.module_name)):
+                self.ctx.report(init.call, R.INIT_HELPER.code, "a setup helper for other modules, held back: no file "
+                                "of this run calls it, or one that does keeps its amp code (see its findings); the "
+                                "helper and its callers migrate together", severity="warning")
             # nothing here scales, steps or passes the scaler on (a registry call such as
             # `amp.register_half_function` beside it is no step): the backward and the step are in code
             # this run does not rewrite, which still needs the amp state
@@ -147,7 +188,8 @@ class ApexAmpToTorchAmp(Codemod):
                                                            "A2A135", "A2A136", "A2A137", "A2A140", "A2A141",
                                                            "A2A142", "A2A145", "A2A147", "A2A148", "A2A173", "A2A174",
                                                            "A2A416", "A2A417", "A2A418",
-                                                           "A2A180", "A2A181", "A2A182", "A2A183", "A2A184", "A2A185")  # codemods/amp_handle_rules.py
+                                                           "A2A180", "A2A181", "A2A182", "A2A183", "A2A184", "A2A185",
+                                                           "A2A186")  # codemods/amp_handle_rules.py
     TOKENS, WORDS = (b"scaler",), (b"apex",)  # the word: not the apex of `# apex2amp: ignore`
     PUBLISHES_FACTS = True  # the functions that now take the scaler, for call sites in other files
 

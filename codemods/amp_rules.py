@@ -21,6 +21,7 @@ from .amp_rules_steps import (  # noqa: F401
 )
 from .amp_rules_threading import (  # noqa: F401
     THREADED, SIGNATURE_KEPT, SCALER_CLOSURE, SCALER_ON_OBJECT, SCALER_VIA_CONSTRUCTOR, ENGINE_OVERRIDE, BACKWARD_HELPER,
+    INIT_HELPER,
 )
 from .amp_rules_state import (  # noqa: F401
     STATE_DICT, OLD_CHECKPOINT, REINITIALIZE, SCALER_STATE_UNDER_APEX_FLAG,

@@ -438,3 +438,70 @@ def train(cfg, model, optimizer, loader, criterion):
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
         scaler.step(optimizer)
         scaler.update()""")
+
+
+INIT_HELPER = rule(
+    "A2A186", "setup-helper-across-modules",
+    "a setup helper amp-initializing for other modules (`net, opt = prepare(net, opt, ..., fp16, opt_level)`): "
+    "`amp.initialize` dropped there; each caller makes the GradScaler after the call",
+    fixes=True, severity=FIX,
+    why="""
+A module-level helper such as `prepare(net, opt, device, n_gpu, fp16, opt_level)` amp-initializes its model
+and optimizer parameters under `if fp16:` and returns them; the trainers of other modules call it and
+scale, clip and step. The helper's `amp.initialize` (and the registrations CUDA autocast already makes,
+A2A183) is dropped, the model and optimizer pass through; each caller keeps the call and makes
+`torch.amp.GradScaler("cuda", enabled=<fp16 argument> and <opt_level argument> != "O0")` right after it
+(the call's arguments at the helper's fp16 and opt_level parameters, or the helper's defaults), then
+migrates its amp code on that scaler (`self.scaler` when the results are kept on `self`). The files
+migrate together or not at all: when a caller of the run keeps its apex code, or no file of the run
+calls the helper, the helper keeps its `amp.initialize` (A2A124). A caller passing no optimizer
+(`prepare(model, None, ...)`) is reported (under apex its fp16 mode failed; it now runs fp32) and left
+as it is.""",
+    before="""
+# file: setup_utils.py
+from apex import amp
+
+
+def prepare(net, opt, fp16=False, opt_level="O1"):
+    if fp16:
+        net, opt = amp.initialize(net, opt, opt_level=opt_level)
+    return net, opt
+
+# file: train.py
+import torch
+from apex import amp
+
+from setup_utils import prepare
+
+
+class Trainer:
+    def __init__(self, model, optimizer, cfg):
+        self.model, self.optimizer = prepare(model, optimizer, cfg.fp16, cfg.opt_level)
+
+    def train_step(self, x, y):
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        with amp.scale_loss(loss, self.optimizer) as scaled_loss:
+            scaled_loss.backward()
+        self.optimizer.step()""",
+    after="""
+# file: setup_utils.py
+def prepare(net, opt, fp16=False, opt_level="O1"):
+    return net, opt
+
+# file: train.py
+import torch
+
+from setup_utils import prepare
+
+
+class Trainer:
+    def __init__(self, model, optimizer, cfg):
+        self.model, self.optimizer = prepare(model, optimizer, cfg.fp16, cfg.opt_level)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=bool(cfg.fp16 and cfg.opt_level != "O0"))
+
+    def train_step(self, x, y):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=self.scaler.is_enabled()):
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()""")

@@ -122,15 +122,24 @@ def hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[i
                        pass_one: Dict[int, Tuple[RepoFacts, Optional[FileResult]]], data_of: Dict[int, bytes],
                        config: RunConfig, prior: Dict[int, RepoFacts], cache: Any = None,
                        keys: Sequence[Any] = ()) -> None:
-    """Backward helpers whose callers would keep their amp code keep theirs (migrate/helper_groups.py).
+    """Backward helpers and setup helpers whose callers would keep their amp code keep theirs
+    (migrate/helper_groups.py).
     With `cache`, whether a caller keeps its amp code is kept per file and facts for the next run."""
 
     def rerun(i: int, told: RepoFacts) -> Tuple[RepoFacts, Optional[FileResult]]:
         if i in prior:  # what an earlier cross-module pass told this file still holds
             told.merge(prior[i])
         prior[i] = told
-        return pass_one_file(files[i], config, told)
+        facts, fr = pass_one_file(files[i], config, told)
+        held = {k: v for k, v in told.extra.items() if k.startswith((backward_helpers.HELD, init_helpers.HELD))}
+        if held:  # pass 2 may rewrite the helper again (a caller's name in its text): it is told too
+            both = RepoFacts()
+            both.merge(facts)
+            both.merge(RepoFacts(extra=held))
+            facts = both
+        return facts, fr
 
+    from codemods import backward_helpers, init_helpers
     from .helper_groups import hold_back, keeps_amp
 
     bytes_of = _bytes_reader(files, data_of)
@@ -151,6 +160,9 @@ def hold_back_helpers(files: Sequence[discovery.Discovered], indexed: Sequence[i
 
     python = [j for j, d in enumerate(files) if d.kind == discovery.PYTHON]
     hold_back(files, indexed, pass_one, bytes_of, python, keeps, rerun)
+    # setup helpers: a caller keeping apex holds the helper's initialize
+    hold_back(files, indexed, pass_one, bytes_of, python, keeps, rerun, init_helpers.PREFIX, init_helpers.HELD,
+              init_helpers.CALLED)
 
 
 def refuse_foreign_method_calls(files: Sequence[discovery.Discovered], indexed: Sequence[int],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set
 
-from codemods import amp_object_attr
+from codemods import amp_object_attr, init_helpers
 from codemods.records import RepoFacts
 
 from .name_search import NameSearch
@@ -63,6 +63,8 @@ class FactsIndex:
                 needles.add(name)
         # `.attr` of each apex amp handle a pass-1 fact stores on an object (amp_object_attr.mentions)
         self._attr_needles = tuple(amp_object_attr.needles(facts.extra)) if facts else ()
+        # and the names of other modules' setup helpers (codemods/init_helpers.py): their callers need pass 2
+        self._attr_needles += tuple(init_helpers.needles(facts.extra)) if facts else ()
         needles.update(self._attr_needles)
         needles.add(b"initialize")
         needles.add(b"apex")

@@ -1,4 +1,5 @@
-"""A backward helper and its callers migrate together or not at all (codemods/backward_helpers.py).
+"""A backward helper (or a setup helper, codemods/init_helpers.py) and its callers migrate together or not
+at all (codemods/backward_helpers.py).
 
 After pass 1 a module may publish backward helpers (`def backward(loss, optimizer, args)` holding
 `amp.scale_loss`, stepped by its callers). Before the facts reach pass 2, each file of the run that names
@@ -40,14 +41,18 @@ def _calls(data: bytes, mod: str, fn: str) -> bool:
 
 def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, Any],
               bytes_of: Callable[[int], Optional[bytes]], python: Sequence[int],
-              keeps: Callable[[int, RepoFacts], bool], rerun: Callable[[int, RepoFacts], Any]) -> None:
+              keeps: Callable[[int, RepoFacts], bool], rerun: Callable[[int, RepoFacts], Any],
+              prefix: str = PREFIX, held_key: str = HELD, confirm: str = "") -> None:
     """Re-run pass 1 of the helper modules whose callers would not migrate (see the module docstring);
     `keeps(j, facts)`: whether file j, rewritten as pass 2 would with `facts`, keeps its amp code
-    (`keeps_amp` of the rewrite)."""
+    (`keeps_amp` of the rewrite). `prefix` / `held_key`: the facts of the kind of helper (the backward
+    helpers by default; codemods/init_helpers.py's setup helpers likewise). With `confirm`, a helper
+    migrates only when told so (`confirm + key`, its callers simulated as told too): the helpers not
+    held run pass 1 again told that."""
     helpers: Dict[int, Dict[str, List[str]]] = {}
     for i in indexed:
         f = pass_one[i][0]
-        found = {k[len(PREFIX):]: list(v) for k, v in f.extra.items() if k.startswith(PREFIX)}
+        found = {k[len(prefix):]: list(v) for k, v in f.extra.items() if k.startswith(prefix)}
         if found:
             helpers[i] = found
     if not helpers:
@@ -55,6 +60,10 @@ def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, 
     facts = RepoFacts()
     for i in indexed:
         facts.merge(pass_one[i][0])
+    if confirm:
+        for h in helpers.values():
+            for key in h:
+                facts.extra[confirm + key] = True
     # what a caller's bytes are matched on, (module last name, helper name), for the many helpers
     # that share one (copies of a package), and the helper names to find in the bytes first
     spellings: Dict[str, Set[Tuple[str, str]]] = {}
@@ -85,8 +94,8 @@ def hold_back(files: Sequence[Any], indexed: Sequence[int], pass_one: Dict[int, 
 
     held = among(held_by)
     held |= set(helpers) - among(called_by)
-    for i in held:
+    for i in sorted(set(helpers) | held if confirm else held):
         told = RepoFacts()
         for key in helpers[i]:
-            told.extra[HELD + key] = True
+            told.extra[(held_key if i in held else confirm) + key] = True
         pass_one[i] = rerun(i, told)

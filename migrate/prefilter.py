@@ -121,6 +121,9 @@ def mentions_fact(data: bytes, facts: Optional[RepoFacts], module_name: str = ""
     if b"spawn" in data and any(str(key).rsplit(".", 1)[-1].encode() in data for key in facts.spawn_entries):
         return True
     from codemods.amp_object_attr import mentions
+    from codemods.init_helpers import needles as helper_needles
+    if any(n in data for n in helper_needles(facts.extra)):
+        return True  # a call of another module's setup helper (codemods/init_helpers.py)
     return mentions(data, facts.extra)  # apex amp stored on an object
 
 
@@ -179,11 +182,14 @@ def fact_needles(facts: Optional[RepoFacts]) -> Tuple[bytes, ...]:
         needles.add(b"apex")  # an install check that stays (A2A175)
     from codemods.amp_object_attr import needles as handle_needles
     needles.update(handle_needles(facts.extra))  # apex amp stored on an object
+    from codemods.init_helpers import needles as helper_needles
+    needles.update(helper_needles(facts.extra))  # setup helpers' callers
     return tuple(sorted(needles))
 
 
 def has_fact_names(facts: Optional[RepoFacts]) -> bool:
     """Whether pass 1 published names that make other files' call sites need pass 2."""
     from codemods.amp_object_attr import needles as handle_needles
+    from codemods.init_helpers import needles as helper_needles
     return bool(fact_names(facts)) or bool(facts and facts.unmigrated_amp) or \
-        bool(facts and handle_needles(facts.extra))  # apex amp stored on an object
+        bool(facts and (handle_needles(facts.extra) or helper_needles(facts.extra)))  # objects, setup helpers
