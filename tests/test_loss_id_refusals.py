@@ -22,9 +22,10 @@ def test_helper_parameter_names_the_helper():
     assert "(the calls in this module pass 0, 1)" in ln, ln
 
 
-def test_shared_optimizer_says_one_scale_cannot_serve_and_offers_one_scaler():
-    ln = _line("loss_id_shared_optimizer.unchanged.py")
-    assert "`loss_id=scaler_of[task]`" in ln and "the optimizer `opt` is one expression" in ln, ln
+def test_shared_optimizer_with_a_computed_id_says_one_scale_cannot_serve_and_offers_one_scaler():
+    # (an id read from a dict, `loss_id=scaler_of[task]`, migrates to one GradScaler: A2A184)
+    ln = _line("loss_id_from_a_call.unchanged.py")
+    assert "`loss_id=pick_scaler(task)`" in ln and "the optimizer `opt` is one expression" in ln, ln
     assert "use one GradScaler" in ln and "give each loss its own GradScaler" not in ln, ln
 
 
