@@ -10,7 +10,7 @@ from . import amp_rules as R
 from .early_exits import may_exit_early
 from .amp_plan_steps_plain import plain_branch
 from .names import arg_by, assigned_names, dotted_name, norm_code
-from .amp_plan_state import AmpPlanState, code_of, parse_expr, parse_stmt
+from .amp_plan_state import AmpPlanState, code_of, optimizer_params, parse_expr, parse_stmt
 
 
 CLIP_FUNCS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm",
@@ -148,9 +148,7 @@ class ClipPlanning(AmpPlanState):
             if replacement is not None:
                 self.plan.replace_stmt[target_stmt] = [replacement]
             elif mp_opt is not None:
-                gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
-                if len(clip.args) == 1:
-                    gen = gen.with_changes(lpar=[], rpar=[])  # `list(p for ...)`: the call's parentheses do
+                gen = optimizer_params(mp_opt, sole_arg=len(clip.args) == 1)
                 self.plan.replace_node[params.value] = gen  # type: ignore[union-attr]
             # a read of the parameters after the last step of the function (`torch.save(list(
             # amp.master_params(opt)))` at the end of training) reads no scaled gradient
@@ -211,10 +209,7 @@ class ClipPlanning(AmpPlanState):
             unit = accum_clip.guard_unit(stmt, self.parent)
             moved = unit
             if mp_opt is not None:
-                gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
-                if len(clip.args) == 1:
-                    gen = gen.with_changes(lpar=[], rpar=[])
-                moved = unit.deep_replace(params.value, gen)
+                moved = unit.deep_replace(params.value, optimizer_params(mp_opt, sole_arg=len(clip.args) == 1))
             target_stmt, removed = unit, [unit]
         if accum_clip.boundary_of(target_stmt, moved, step[1], self.parent, self.block_of) is None:
             return False

@@ -10,7 +10,7 @@ from .amp_handle_rules import FLOAT_FUNCTION, REGISTRATION_COVERED
 from .autocast_policy import CAST, autocast_covers
 from .amp_old_init import plan_old_init
 from .names import arg_by
-from .amp_plan_state import AMP, AmpPlanState, code_of, parse_expr
+from .amp_plan_state import AMP, AmpPlanState, code_of, optimizer_params, parse_expr
 
 
 class MemberPlanning(AmpPlanState):
@@ -44,7 +44,7 @@ class MemberPlanning(AmpPlanState):
                 if o is None:
                     self.report(call, R.UNSUPPORTED, "`amp.master_params()` without an optimizer")
                     continue
-                self.plan.replace_node[call] = parse_expr(f'(p for g in {code_of(o.value)}.param_groups for p in g["params"])')
+                self.plan.replace_node[call] = optimizer_params(code_of(o.value))
                 self.report(call, R.UNSCALE, "`amp.master_params(opt)` -> the optimizer's parameters", fixed=True)
             elif k == "state_dict":
                 if self.use_scaler:

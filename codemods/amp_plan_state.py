@@ -35,6 +35,13 @@ def parse_stmt(code: str) -> cst.BaseStatement:
     return templates.statement(code)
 
 
+def optimizer_params(opt: str, sole_arg: bool = False) -> cst.BaseExpression:
+    """`amp.master_params(opt)` as plain PyTorch: the parameters of `opt`'s groups, a generator (without its
+    own parentheses when it is a call's sole argument: `list(p for ...)`)."""
+    gen = parse_expr(f'(p for g in {opt}.param_groups for p in g["params"])')
+    return gen.with_changes(lpar=[], rpar=[]) if sole_arg else gen
+
+
 def code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 

@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .amp_plan_state import parse_expr
+from .amp_plan_state import optimizer_params, parse_expr
 from .names import arg_by
 
 # qualified name -> (threshold position, threshold keyword, returns the norm)
@@ -75,7 +75,7 @@ def rewritten(a, clip: cst.Call, params: Optional[cst.Arg], mp_opt: Optional[str
     if thr is None:
         return None
     parent = a.parent(clip)
-    used = not isinstance(parent, cst.Expr)
+    used = used_norm(a, clip)
     if used and not returns_norm:
         return None
     factor = parse_expr(f"{scaler}.get_scale()")
@@ -84,8 +84,7 @@ def rewritten(a, clip: cst.Call, params: Optional[cst.Arg], mp_opt: Optional[str
         if x is thr:
             x = x.with_changes(value=_scaled(x.value, factor))
         elif mp_opt is not None and params is not None and x is params:
-            gen = parse_expr(f'(p for g in {mp_opt}.param_groups for p in g["params"])')
-            x = x.with_changes(value=gen)
+            x = x.with_changes(value=optimizer_params(mp_opt))
         args.append(x)
     call = clip.with_changes(args=args, lpar=[], rpar=[])
     if not used:
