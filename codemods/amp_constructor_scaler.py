@@ -35,15 +35,10 @@ def _is_super_init(stmt: cst.CSTNode) -> bool:
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__"
 
 
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr) and \
-        isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-
-
 def _lead(init: cst.FunctionDef) -> int:
     """How many statements open `__init__` before the scaler is kept: its docstring, a `super().__init__()`."""
     body = list(init.body.body)
-    i = 1 if body and _is_docstring(body[0]) else 0
+    i = 0 if init.get_docstring(clean=False) is None else 1
     return i + 1 if i < len(body) and _is_super_init(body[i]) else i
 
 

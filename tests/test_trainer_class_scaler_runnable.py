@@ -54,3 +54,25 @@ def test_o1_tracks_apex(rewritten):
     tool = [x for r in _records(rewritten, "O1") for x in r[0]]
     assert len(tool) == len(apex_side) == 12
     assert all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(apex_side, tool)), list(zip(apex_side, tool))
+
+
+def test_the_scaler_is_kept_after_the_docstring_and_super_init(tmp_path):
+    (tmp_path / "trainer.py").write_text(
+        "import torch\nfrom apex import amp\n\n\nclass Base:\n    pass\n\n\nclass Trainer(Base):\n"
+        "    def __init__(self, model, optimizer):\n        \"\"\"Keeps the model and optimizer.\"\"\"\n"
+        "        super().__init__()\n        self.model = model\n        self.optimizer = optimizer\n\n"
+        "    def train_epoch(self, loader):\n        for x, y in loader:\n"
+        "            loss = torch.nn.functional.mse_loss(self.model(x), y)\n"
+        "            with amp.scale_loss(loss, self.optimizer) as scaled_loss:\n                scaled_loss.backward()\n"
+        "            self.optimizer.step()\n")
+    (tmp_path / "run.py").write_text(
+        "import torch\nfrom apex import amp\n\nfrom trainer import Trainer\n\n\ndef main(model, loader):\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    model, optimizer = amp.initialize(model, optimizer, opt_level=\"O1\")\n"
+        "    Trainer(model, optimizer).train_epoch(loader)\n")
+    r = subprocess.run([sys.executable, "-m", "migrate", "rewrite", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 1 and "A2A185" in r.stdout, r.stdout + r.stderr
+    assert "    def __init__(self, model, optimizer, scaler):\n        \"\"\"Keeps the model and optimizer.\"\"\"\n" \
+           "        super().__init__()\n        self.scaler = scaler\n        self.model = model\n" \
+        in _read(str(tmp_path / "trainer.py"))
+    assert "Trainer(model, optimizer, scaler=scaler)" in _read(str(tmp_path / "run.py"))
