@@ -14,6 +14,7 @@ import libcst as cst
 
 from . import amp_rules as R
 from .names import arg_by, norm_code
+from .walk import iter_nodes
 
 
 class LossScalers:
@@ -107,13 +108,7 @@ def plan(a, live: List) -> Optional[LossScalers]:
 
 def _pure(node: cst.CSTNode) -> bool:
     """No call anywhere in the expression (dropping it drops no side effect)."""
-    found = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            found.append(n)
-    node.visit(_V())
-    return not found
+    return not any(isinstance(n, cst.Call) for n in iter_nodes(node))
 
 
 def _plain_ref(node: cst.BaseExpression) -> bool:
