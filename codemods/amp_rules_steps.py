@@ -254,21 +254,8 @@ self.scaler.step(self.optimizer)
 self.scaler.update()""")
 
 
-CLIP_AT_BOUNDARY = rule(
-    "A2A145", "clip-moved-to-accumulation-boundary",
-    "unsafe fix: a clip on every micro-batch moves to the accumulation boundary, after `scaler.unscale_(opt)`",
-    fixes=True, severity=WARNING, unsafe=True,
-    why="""
-apex unscaled the gradients on every `scale_loss` exit, so a clip after each micro-batch's backward saw
-unscaled, partially accumulated gradients and clipped each partial sum. `GradScaler.unscale_(opt)` may
-run only once per step, so the migration moves the clip to the accumulation boundary, after
-`scaler.unscale_(opt)` and before `scaler.step(opt)`. Numerically this is a change: the clip sees the
-whole accumulated gradient once per step instead of clipping the partial sums after every micro-batch
-(the two agree while no partial sum's norm exceeds max_norm). That makes it an unsafe fix: by default
-the module is left as it is and the finding says "unsafe fix available: --unsafe-fixes"; with
-`--unsafe-fixes` (or `unsafe-fixes = true` in `[tool.apex2amp]`) the move is made. Check the pair with
-`apex2amp verify`: it compares it with the fidelity tolerance.""",
-    before="""
+# a clip after every micro-batch's backward, the step at the accumulation boundary: the shape of A2A145 and A2A148
+ACCUM_CLIP_BEFORE = """
 import torch
 from apex import amp
 from torch.nn.utils import clip_grad_norm_
@@ -283,7 +270,25 @@ def train(model, optimizer, loader, accum):
         clip_grad_norm_(model.parameters(), 1.0)
         if (i + 1) % accum == 0:
             optimizer.step()
-            optimizer.zero_grad()""",
+            optimizer.zero_grad()"""
+
+
+CLIP_AT_BOUNDARY = rule(
+    "A2A145", "clip-moved-to-accumulation-boundary",
+    "unsafe fix: a clip on every micro-batch moves to the accumulation boundary, after `scaler.unscale_(opt)`",
+    fixes=True, severity=WARNING, unsafe=True,
+    why="""
+apex unscaled the gradients on every `scale_loss` exit, so a clip after each micro-batch's backward saw
+unscaled, partially accumulated gradients and clipped each partial sum. `GradScaler.unscale_(opt)` may
+run only once per step, so the migration moves the clip to the accumulation boundary, after
+`scaler.unscale_(opt)` and before `scaler.step(opt)`. Numerically this is a change: the clip sees the
+whole accumulated gradient once per step instead of clipping the partial sums after every micro-batch
+(the two agree while no partial sum's norm exceeds max_norm). That makes it an unsafe fix: by default
+the clip stays in place with its threshold times the scale (A2A148) where that fix applies, else the
+module is left as it is and the finding says "unsafe fix available: --unsafe-fixes"; with
+`--unsafe-fixes` (or `unsafe-fixes = true` in `[tool.apex2amp]`) the move is made. Check the pair with
+`apex2amp verify`: it compares it with the fidelity tolerance.""",
+    before=ACCUM_CLIP_BEFORE,
     after="""
 import torch
 from torch.nn.utils import clip_grad_norm_
@@ -317,22 +322,7 @@ unscales once at the boundary. The scale is a power of two, so the one differenc
 to the norm in the clip coefficient: on scaled gradients it weighs 1/scale as much (the coefficient moves
 by about 1e-6 / norm), and `verify` compares such pairs with the fidelity tolerance. A used norm is divided by the scale again. `get_scale()` is 1.0 with the
 scaler disabled. This is the default; `--unsafe-fixes` instead moves the clip to the boundary (A2A145).""",
-    before="""
-import torch
-from apex import amp
-from torch.nn.utils import clip_grad_norm_
-
-
-def train(model, optimizer, loader, accum):
-    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
-    for i, (x, y) in enumerate(loader):
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        with amp.scale_loss(loss, optimizer) as scaled_loss:
-            scaled_loss.backward()
-        clip_grad_norm_(model.parameters(), 1.0)
-        if (i + 1) % accum == 0:
-            optimizer.step()
-            optimizer.zero_grad()""",
+    before=ACCUM_CLIP_BEFORE,
     after="""
 import torch
 from torch.nn.utils import clip_grad_norm_
