@@ -175,7 +175,7 @@ class ThreadingPlanning(AmpPlanState):
                    for key, (m, fns) in visible_modules(facts, self.ctx, called_modules(self)).items() for fn in fns}
         if not targets:
             return []
-        top = self.ctx.module_name.partition(".")[0] if "." in self.ctx.module_name else ""
+        top = _outer_package(self.ctx.module_name)
         for q in list(targets):  # `from pybert.train import x` in a script of a folder that has an __init__.py
             if top and q.startswith(top + ".") and q[len(top) + 1:] not in targets:
                 targets[q[len(top) + 1:]] = targets[q]
@@ -253,9 +253,15 @@ def called_modules(a: AmpPlanState) -> Set[str]:
         for q in table.qualified_names(call.func):
             parts = q.split(".")
             out.update(".".join(parts[:i]) for i in range(1, len(parts)))
-    top = a.ctx.module_name.partition(".")[0] if "." in a.ctx.module_name else ""
+    top = _outer_package(a.ctx.module_name)
     if top:
         # a script's own folder comes first on sys.path: where that folder is itself a package (an
         # __init__.py beside the scripts), `import pybert.x` there is this run's `<top>.pybert.x`
         out |= {f"{top}.{n}" for n in out if not n.startswith(top + ".")}
     return out
+
+
+def _outer_package(module_name: str) -> str:
+    """The outermost package of `module_name` ("" for a top-level module): where it is the folder of the
+    run's scripts (an __init__.py beside them), their `import pybert.x` is this run's `<package>.pybert.x`."""
+    return module_name.partition(".")[0] if "." in module_name else ""
