@@ -186,7 +186,8 @@ def test_quick_exit_keeps_exit_codes_and_flushes_all_output(tmp_path):
     """The command exits without the interpreter's teardown (`console_main`): the exit code, every
     byte of a long piped report and the exit handlers must survive that."""
     fixtures = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
-    r = cli(["check", "--format", "json", "--no-cache", fixtures], cwd=str(tmp_path))
+    # a hang guard, not a speed bound: the whole fixture tree costs ~100 s of CPU, more on a loaded machine
+    r = cli(["check", "--format", "json", "--no-cache", fixtures], cwd=str(tmp_path), timeout=600)
     import json
     report = json.loads(r.stdout)
     assert r.returncode == report["summary"]["exit_code"] == 2, r.stderr  # fixtures/ecosystem/broken
